@@ -1,0 +1,95 @@
+"""Canonical JSON: one byte form per JSON value, used for hashes and fingerprints.
+
+Sorted keys, no whitespace, UTF-8, and one number form: a float with an
+integral value is written as the integer (1.0 -> 1, -0.0 -> 0). Integers
+beyond 64 bits are embedded as exact digits. NaN and infinities are refused
+(JSON has no form for them), and so is anything that is not a JSON value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+# orjson serialises integers in [-2**63, 2**64 - 1] natively.
+_ORJSON_MIN_INT = -(2**63)
+_ORJSON_MAX_INT = 2**64 - 1
+
+
+def canonical_json(value: Any) -> bytes:
+    return orjson.dumps(_normalize(value), option=orjson.OPT_SORT_KEYS)
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(tool_id: str, args: Any) -> str:
+    # A JSON array keeps tool id and arguments apart without any separator convention.
+    return sha256_digest(canonical_json([tool_id, args]))
+
+
+_PLAIN = frozenset({str, bool, type(None)})
+
+
+def _normalize(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {
+            key if type(key) is str else _key(key): item
+            if type(item) in _PLAIN
+            else _normalize(item)
+            for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [item if type(item) in _PLAIN else _normalize(item) for item in value]
+    if kind is int:
+        return value if _ORJSON_MIN_INT <= value <= _ORJSON_MAX_INT else _normalize_int(value)
+    if kind is float:
+        return _normalize_float(value)
+    return _normalize_subclass(value)
+
+
+def _normalize_subclass(value: Any) -> Any:
+    if isinstance(value, str):
+        return _plain_str(value)
+    if isinstance(value, int):
+        return _normalize_int(int(value))
+    if isinstance(value, float):
+        return _normalize_float(float(value))
+    if isinstance(value, Mapping):
+        return {_key(key): _normalize(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalize(item) for item in value]
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def _normalize_int(value: int) -> int | orjson.Fragment:
+    if _ORJSON_MIN_INT <= value <= _ORJSON_MAX_INT:
+        return value
+    return orjson.Fragment(str(value).encode())
+
+
+def _normalize_float(value: float) -> float | int | orjson.Fragment:
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a JSON number")
+    if value.is_integer():
+        return _normalize_int(int(value))
+    return value
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key if type(key) is str else _plain_str(key)
+    raise TypeError(f"object keys must be strings, not {type(key).__name__}")
+
+
+def _plain_str(value: str) -> str:
+    # str() would call a subclass's __str__ (an Enum's gives "Class.MEMBER").
+    return str.__add__("", value)

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+
+def hidden_tool(text: str) -> str:
+    return text
