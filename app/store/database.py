@@ -1,0 +1,190 @@
+"""Engines, sessions and the reachability check for SQLite and PostgreSQL.
+
+Nothing here connects at import time: the service builds the engine in its
+lifespan, checks it with `check_database`, and disposes it on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
+
+from app.store import serialization
+
+SQLITE_PRAGMAS = (
+    "journal_mode=WAL",
+    "synchronous=NORMAL",
+    "busy_timeout=5000",
+    "foreign_keys=ON",
+)
+POSTGRES_CONNECT_TIMEOUT_S = 5
+CHECK_TIMEOUT_S = 10.0
+
+
+class UnsupportedDatabaseURL(ValueError):
+    """The URL is not `sqlite+aiosqlite://...` or `postgresql+psycopg://...`."""
+
+
+class DatabaseUnavailable(Exception):
+    """The database did not answer; the message is one line naming where and why."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"database unavailable at {target}: {reason}")
+
+
+def create_database_engine(
+    url: str | URL, *, pool_size: int = 10, max_overflow: int = 10, echo: bool = False
+) -> AsyncEngine:
+    parsed = _parse(url)
+    if _is_sqlite(parsed):
+        return _sqlite_engine(parsed, pool_size=pool_size, max_overflow=max_overflow, echo=echo)
+    if _is_postgres(parsed):
+        return _postgres_engine(parsed, pool_size=pool_size, max_overflow=max_overflow, echo=echo)
+    raise UnsupportedDatabaseURL(
+        f"unsupported database URL {display_url(parsed)}: "
+        "use sqlite+aiosqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+    )
+
+
+def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def check_database(engine: AsyncEngine, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Open one connection and run `SELECT 1`, or raise `DatabaseUnavailable`."""
+    target = database_target(engine.url)
+    if missing := _missing_sqlite_directory(engine.url):
+        raise DatabaseUnavailable(target, f"directory {missing} does not exist")
+    try:
+        async with asyncio.timeout(timeout_s), engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+    except TimeoutError:
+        raise DatabaseUnavailable(target, f"no answer within {timeout_s:g} s") from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise DatabaseUnavailable(target, _one_line_reason(exc)) from exc
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with its password masked, safe for logs and error messages."""
+    parsed = _parse(url)
+    return parsed.difference_update_query(["password"]).render_as_string(hide_password=True)
+
+
+def database_target(url: str | URL) -> str:
+    """Where the database lives: the SQLite file, or PostgreSQL `host:port/database`."""
+    parsed = _parse(url)
+    if _is_sqlite(parsed):
+        return ":memory:" if _is_memory(parsed) else str(parsed.database)
+    host = parsed.host or _query_value(parsed, "host") or "localhost"
+    port = parsed.port or _query_value(parsed, "port") or 5432
+    return f"{host}:{port}/{parsed.database or ''}"
+
+
+def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
+    options: dict[str, Any] = (
+        {"poolclass": StaticPool}
+        if _is_memory(url)
+        else {
+            "poolclass": AsyncAdaptedQueuePool,
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+        }
+    )
+    engine = create_async_engine(
+        url,
+        echo=echo,
+        json_serializer=serialization.dumps,
+        json_deserializer=serialization.loads,
+        **options,
+    )
+    event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
+    return engine
+
+
+def _apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(f"PRAGMA {pragma}")
+    finally:
+        cursor.close()
+
+
+def _postgres_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+    if "application_name" not in url.query:
+        connect_args["application_name"] = "toolloop"
+    return create_async_engine(
+        url,
+        echo=echo,
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        connect_args=connect_args,
+        json_serializer=serialization.dumps,
+        json_deserializer=serialization.loads,
+    )
+
+
+def _parse(url: str | URL) -> URL:
+    if isinstance(url, URL):
+        return url
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError):
+        # The parser's message may quote the URL, password included.
+        raise UnsupportedDatabaseURL(
+            "cannot parse the database URL; expected DRIVER://USER@HOST:PORT/DATABASE"
+        ) from None
+
+
+def _is_sqlite(url: URL) -> bool:
+    return url.drivername == "sqlite+aiosqlite"
+
+
+def _is_postgres(url: URL) -> bool:
+    # Explicit driver only: what a bare `postgresql://` means depends on the SQLAlchemy version.
+    return url.drivername == "postgresql+psycopg"
+
+
+def _is_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or _query_value(url, "mode") == "memory"
+
+
+def _missing_sqlite_directory(url: URL) -> Path | None:
+    """Checked before connecting: SQLite's own report ("unable to open database file") is vague."""
+    if not _is_sqlite(url) or _is_memory(url) or _query_value(url, "uri") == "true":
+        return None
+    directory = Path(str(url.database)).parent
+    return None if directory.is_dir() else directory
+
+
+def _query_value(url: URL, key: str) -> str | None:
+    value = url.query.get(key)
+    if isinstance(value, tuple):
+        return value[0] if value else None
+    return value
+
+
+def _one_line_reason(exc: BaseException) -> str:
+    cause = getattr(exc, "orig", None) or exc
+    for line in str(cause).splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return type(cause).__name__

@@ -1,0 +1,70 @@
+"""Apply the Alembic tree (top-level `migrations/`) programmatically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.store.database import check_database, create_database_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# Serialises concurrent upgrades of one PostgreSQL database ("toolloop" as a bigint).
+MIGRATION_LOCK_KEY = 8390047142280916848
+
+
+async def upgrade_database(url: str) -> None:
+    """Bring the database at `url` to the latest revision; a no-op when already there.
+
+    Raises `DatabaseUnavailable` (one line) when the database cannot be reached.
+    """
+    engine = create_database_engine(url, pool_size=1, max_overflow=0)
+    try:
+        await check_database(engine)
+        async with engine.connect() as connection:
+            if connection.dialect.name == "postgresql":
+                await connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
+            await connection.run_sync(_upgrade_to_head)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+async def database_revision(engine: AsyncEngine) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    async with engine.connect() as connection:
+        return await connection.run_sync(_current_revision)
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no Alembic revision found in {MIGRATIONS_DIR}")
+    return head
+
+
+def alembic_config() -> Config:
+    """A config built in code: no alembic.ini, so the app's logging is left alone."""
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        raise FileNotFoundError(f"the Alembic tree is missing: {MIGRATIONS_DIR}/env.py")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def _upgrade_to_head(connection: Connection) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def _current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,194 @@
+"""Tables, as SQLAlchemy 2 declarative models.
+
+Portable types only, so that one Alembic tree serves SQLite and PostgreSQL.
+Times are `UtcDateTime` (aware UTC on both backends). JSON columns use the
+generic `JSON` type (`json`, not `jsonb`, on PostgreSQL): documents keep their
+key order and may hold any string, including NUL. In nullable JSON columns
+Python `None` is SQL NULL.
+
+Indexes ending in `(created_at, id)` serve keyset pagination, newest first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    column,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.store.types import JsonDocument, JsonValue, UtcDateTime, utc_now
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+RUN_KINDS = ("sequential", "parallel", "router")
+RUN_STATUSES = (
+    "running",
+    "succeeded",
+    "failed",
+    "interrupted",
+    "cancelled",
+    "done",
+    "incomplete",
+    "pending",
+    "error",
+)
+IDEMPOTENCY_STATES = ("in_progress", "completed")
+
+ID = String(64)
+DIGEST = String(128)
+STATUS = String(32)
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid alias).
+BigIntegerId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: JsonDocument}
+
+
+class ContractSnapshot(Base):
+    __tablename__ = "contract_snapshots"
+
+    hash: Mapped[str] = mapped_column(DIGEST, primary_key=True)
+    canonical: Mapped[dict[str, Any]]
+    tool_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(column("kind").in_(RUN_KINDS), name="kind"),
+        CheckConstraint(column("status").in_(RUN_STATUSES), name="status"),
+        Index(None, "created_at", "id"),
+        Index(None, "owner", "created_at", "id"),
+        Index(None, "status", "created_at", "id"),
+        Index(None, "caller", "created_at", "id"),
+        Index(None, "instance_id", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(STATUS)
+    caller: Mapped[str | None] = mapped_column(Text)
+    contract_hash: Mapped[str] = mapped_column(DIGEST, ForeignKey("contract_snapshots.hash"))
+    parallel_batch_id: Mapped[str | None] = mapped_column(ID)
+    request_digest: Mapped[str | None] = mapped_column(DIGEST)
+    instance_id: Mapped[str] = mapped_column(ID)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
+    call_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    started_at: Mapped[datetime] = mapped_column(default=utc_now)
+    finished_at: Mapped[datetime | None]
+
+
+class Receipt(Base):
+    __tablename__ = "receipts"
+    __table_args__ = (
+        UniqueConstraint("run_id", "seq"),
+        Index(None, "created_at", "id"),
+        Index(None, "tool", "created_at", "id"),
+        Index(None, "owner", "created_at", "id"),
+        Index(None, "status", "created_at", "id"),
+        Index(None, "fingerprint"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ID, ForeignKey("runs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    call_key: Mapped[str] = mapped_column(Text)
+    item_key: Mapped[str | None] = mapped_column(Text)
+    parallel_batch_id: Mapped[str | None] = mapped_column(ID)
+    tool: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(STATUS)
+    output: Mapped[Any | None] = mapped_column(JsonValue)
+    output_digest: Mapped[str | None] = mapped_column(DIGEST)
+    output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False)
+    cache_source_receipt_id: Mapped[str | None] = mapped_column(ID)
+    fingerprint: Mapped[str] = mapped_column(DIGEST)
+    idempotency_key: Mapped[str] = mapped_column(Text)
+    parent_receipt_id: Mapped[str | None] = mapped_column(ID)
+    control: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
+    admission_wait_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class CacheEntry(Base):
+    __tablename__ = "cache_entries"
+
+    fingerprint: Mapped[str] = mapped_column(DIGEST, primary_key=True)
+    definition_hash: Mapped[str] = mapped_column(DIGEST, primary_key=True)
+    tool: Mapped[str] = mapped_column(Text)
+    output: Mapped[Any] = mapped_column(JsonDocument)
+    source_receipt_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    expires_at: Mapped[datetime | None] = mapped_column(index=True)
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+    __table_args__ = (Index(None, "run_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str | None] = mapped_column(ID)
+    at: Mapped[datetime] = mapped_column(default=utc_now)
+    kind: Mapped[str] = mapped_column(String(64))
+    caller: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(Text)
+    call_key: Mapped[str | None] = mapped_column(Text)
+    item_key: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class IdempotencyKey(Base):
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (CheckConstraint(column("state").in_(IDEMPOTENCY_STATES), name="state"),)
+
+    caller: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    request_digest: Mapped[str] = mapped_column(DIGEST)
+    state: Mapped[str] = mapped_column(String(16), default="in_progress")
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    response_body: Mapped[Any | None] = mapped_column(JsonValue)
+    run_id: Mapped[str | None] = mapped_column(ID)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class ServiceInstance(Base):
+    __tablename__ = "service_instances"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    hostname: Mapped[str] = mapped_column(Text)
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=utc_now)
+    heartbeat_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+
+from app.store.models import Run, ServiceInstance
+from app.store.repositories.base import Repository, rowcount
+from app.store.repositories.pagination import Keyset, Page, newest_first, to_page
+from app.store.types import utc_now
+
+RUNNING = "running"
+INTERRUPTED = "interrupted"
+
+
+class RunRepository(Repository):
+    async def create(
+        self,
+        *,
+        id: str,
+        kind: str,
+        owner: str,
+        contract_hash: str,
+        instance_id: str,
+        caller: str | None = None,
+        parallel_batch_id: str | None = None,
+        request_digest: str | None = None,
+        status: str = RUNNING,
+        started_at: datetime | None = None,
+    ) -> Run:
+        now = utc_now()
+        run = Run(
+            id=id,
+            kind=kind,
+            owner=owner,
+            status=status,
+            caller=caller,
+            contract_hash=contract_hash,
+            parallel_batch_id=parallel_batch_id,
+            request_digest=request_digest,
+            instance_id=instance_id,
+            call_count=0,
+            created_at=now,
+            started_at=started_at or now,
+        )
+        self.session.add(run)
+        await self.session.flush()
+        return run
+
+    async def get(self, run_id: str) -> Run | None:
+        return await self.session.get(Run, run_id)
+
+    async def set_status(self, run_id: str, status: str) -> bool:
+        result = await self.session.execute(
+            update(Run).where(Run.id == run_id).values(status=status)
+        )
+        return rowcount(result) == 1
+
+    async def finish(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        outcome: dict[str, Any] | None = None,
+        call_count: int | None = None,
+        finished_at: datetime | None = None,
+    ) -> bool:
+        values: dict[str, Any] = {
+            "status": status,
+            "outcome": outcome,
+            "finished_at": finished_at or utc_now(),
+        }
+        if call_count is not None:
+            values["call_count"] = call_count
+        result = await self.session.execute(update(Run).where(Run.id == run_id).values(values))
+        return rowcount(result) == 1
+
+    async def mark_interrupted_for_dead_instances(
+        self, current_instance_id: str, stale_before: datetime, *, now: datetime | None = None
+    ) -> int:
+        """Mark `interrupted` the running runs of instances gone or silent since `stale_before`.
+
+        The current instance's runs are never touched, whatever its heartbeat says.
+        """
+        live_instances = select(ServiceInstance.id).where(
+            ServiceInstance.heartbeat_at >= stale_before
+        )
+        result = await self.session.execute(
+            update(Run)
+            .where(
+                Run.status == RUNNING,
+                Run.instance_id != current_instance_id,
+                Run.instance_id.not_in(live_instances),
+            )
+            .values(status=INTERRUPTED, finished_at=now or utc_now())
+            .execution_options(synchronize_session="fetch")
+        )
+        return rowcount(result)
+
+    async def list_page(
+        self,
+        *,
+        limit: int,
+        after: Keyset | None = None,
+        owner: str | None = None,
+        status: str | None = None,
+        caller: str | None = None,
+    ) -> Page[Run]:
+        statement = select(Run)
+        if owner is not None:
+            statement = statement.where(Run.owner == owner)
+        if status is not None:
+            statement = statement.where(Run.status == status)
+        if caller is not None:
+            statement = statement.where(Run.caller == caller)
+        statement = newest_first(statement, Run.created_at, Run.id, limit=limit, after=after)
+        rows = (await self.session.scalars(statement)).all()
+        return to_page(rows, limit, lambda run: Keyset(run.created_at, run.id))

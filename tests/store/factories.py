@@ -1,0 +1,67 @@
+"""Rows for store tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import Run
+from app.store.repositories import ContractSnapshotRepository, RunRepository
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CONTRACT_HASH = "sha256:" + "c" * 64
+
+
+async def create_run(
+    session: AsyncSession,
+    run_id: str = "run-1",
+    *,
+    instance_id: str = "instance-1",
+    owner: str = "worker-a",
+    kind: str = "sequential",
+    caller: str | None = None,
+) -> Run:
+    await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {"tools": {}}, 0)
+    return await RunRepository(session).create(
+        id=run_id,
+        kind=kind,
+        owner=owner,
+        contract_hash=CONTRACT_HASH,
+        instance_id=instance_id,
+        caller=caller,
+    )
+
+
+def receipt_row(run_id: str, seq: int, **overrides: Any) -> dict[str, Any]:
+    started = T0 + timedelta(seconds=seq)
+    row: dict[str, Any] = {
+        "id": f"{run_id}-receipt-{seq}",
+        "run_id": run_id,
+        "seq": seq,
+        "call_key": f"c{seq}",
+        "item_key": None,
+        "parallel_batch_id": None,
+        "tool": "transform",
+        "owner": "worker-a",
+        "status": "succeeded",
+        "output": {"n": seq},
+        "output_digest": None,
+        "output_truncated": False,
+        "error": None,
+        "attempts": 1,
+        "cache_hit": False,
+        "cache_source_receipt_id": None,
+        "fingerprint": f"sha256:{seq:064x}",
+        "idempotency_key": f"{run_id}:{seq}",
+        "parent_receipt_id": None,
+        "control": None,
+        "admission_wait_ms": 0.0,
+        "started_at": started,
+        "finished_at": started + timedelta(milliseconds=5),
+        "duration_ms": 5.0,
+        "created_at": started,
+    }
+    row.update(overrides)
+    return row

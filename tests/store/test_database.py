@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.store.database import (
+    DatabaseUnavailable,
+    UnsupportedDatabaseURL,
+    check_database,
+    create_database_engine,
+    database_target,
+    display_url,
+)
+
+
+async def test_sqlite_connections_get_the_pragmas(sqlite_url: str) -> None:
+    engine = create_database_engine(sqlite_url)
+    try:
+        async with engine.connect() as connection:
+            values = {
+                name: (await connection.execute(text(f"PRAGMA {name}"))).scalar_one()
+                for name in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            }
+    finally:
+        await engine.dispose()
+    assert values == {
+        "journal_mode": "wal",
+        "synchronous": 1,
+        "busy_timeout": 5000,
+        "foreign_keys": 1,
+    }
+
+
+async def test_check_database_passes_on_a_live_database(database_url: str) -> None:
+    engine = create_database_engine(database_url)
+    try:
+        await check_database(engine)
+    finally:
+        await engine.dispose()
+
+
+async def test_unreachable_postgres_fails_with_one_line_naming_host_and_reason() -> None:
+    engine = create_database_engine("postgresql+psycopg://postgres:secret@127.0.0.1:1/x")
+    try:
+        with pytest.raises(DatabaseUnavailable) as caught:
+            await check_database(engine)
+    finally:
+        await engine.dispose()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("database unavailable at 127.0.0.1:1/x: ")
+    assert "refused" in caught.value.reason.lower()
+    assert "secret" not in message
+
+
+@pytest.fixture
+async def silent_server() -> AsyncIterator[int]:
+    """A TCP port that accepts connections and never answers."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1]
+    for writer in writers:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+async def test_a_database_that_never_answers_fails_after_the_timeout(silent_server: int) -> None:
+    engine = create_database_engine(f"postgresql+psycopg://postgres@127.0.0.1:{silent_server}/x")
+    try:
+        with pytest.raises(DatabaseUnavailable) as caught:
+            await check_database(engine, timeout_s=0.2)
+    finally:
+        await engine.dispose()
+    assert str(caught.value) == (
+        f"database unavailable at 127.0.0.1:{silent_server}/x: no answer within 0.2 s"
+    )
+
+
+async def test_sqlite_file_in_a_missing_directory_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "missing-dir" / "toolloop.db"
+    engine = create_database_engine(f"sqlite+aiosqlite:///{path}")
+    try:
+        with pytest.raises(DatabaseUnavailable) as caught:
+            await check_database(engine)
+    finally:
+        await engine.dispose()
+    assert str(caught.value) == (
+        f"database unavailable at {path}: directory {path.parent} does not exist"
+    )
+
+
+async def test_in_memory_sqlite_works() -> None:
+    engine = create_database_engine("sqlite+aiosqlite://")
+    try:
+        await check_database(engine)
+    finally:
+        await engine.dispose()
+    assert database_target(engine.url) == ":memory:"
+
+
+def test_display_url_hides_passwords() -> None:
+    shown = display_url("postgresql+psycopg://me:secret@db.internal:6432/tl?password=other")
+    assert shown == "postgresql+psycopg://me:***@db.internal:6432/tl"
+
+
+def test_database_target_names_host_port_and_database() -> None:
+    assert database_target("postgresql+psycopg://me:secret@db.internal/tl") == "db.internal:5432/tl"
+    assert database_target("sqlite+aiosqlite:////var/lib/toolloop.db") == "/var/lib/toolloop.db"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql+aiomysql://me:secret@host/db",
+        "postgresql://me:secret@host/db",
+        "sqlite:///toolloop.db",
+        "not a url",
+        "postgresql+psycopg://me:secret@host:port/db",
+    ],
+)
+def test_unsupported_urls_are_refused_without_echoing_the_password(url: str) -> None:
+    with pytest.raises(UnsupportedDatabaseURL) as caught:
+        create_database_engine(url)
+    assert "secret" not in str(caught.value)
