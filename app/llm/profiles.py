@@ -1,0 +1,199 @@
+"""Model profiles: which provider, server and model the router calls, read from
+the profiles file (`TOOLLOOP_PROFILES`).
+
+    profiles:
+      router-small:
+        provider: openai            # openai | anthropic
+        base_url: http://127.0.0.1:11434/v1
+        model: qwen2.5:7b
+        api_key_env: OPENAI_API_KEY # optional: the variable holding the key
+        temperature: 0              # optional, 0..2 (anthropic: 0..1)
+        max_tokens: 1024            # optional
+        timeout_s: 60               # optional
+
+Nothing about a profile is implied: provider, base_url and model are required
+and no profile exists unless the file defines it. The one server-side default is
+`timeout_s`, DEFAULT_TIMEOUT_S (60 s) per request attempt, because a request
+without any deadline is never acceptable; it carries no App meaning.
+
+The API key itself never lives here: `api_key_env` names an environment
+variable that the client reads at call time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+
+from app.contract.errors import ContractProblem
+from app.contract.yaml_loader import YAMLLoadError, load_yaml_file
+from app.llm.errors import UnknownProfileError
+
+DEFAULT_TIMEOUT_S = 60.0
+MAX_PROFILES_FILE_BYTES = 256 * 1024
+
+Provider = Literal["openai", "anthropic"]
+PROVIDERS: tuple[str, ...] = get_args(Provider)
+_MAX_TEMPERATURE = {"openai": 2.0, "anthropic": 1.0}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    name: str
+    provider: Provider
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+class Profiles(Mapping[str, ModelProfile]):
+    """The profiles of one file by name; read-only."""
+
+    __slots__ = ("_by_name", "source")
+
+    def __init__(self, profiles: Mapping[str, ModelProfile], source: str = "") -> None:
+        self._by_name: Mapping[str, ModelProfile] = MappingProxyType(dict(profiles))
+        self.source = source
+
+    def __getitem__(self, name: str) -> ModelProfile:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __repr__(self) -> str:
+        return f"Profiles({sorted(self._by_name)!r}, source={self.source!r})"
+
+    def require(self, name: str) -> ModelProfile:
+        """The named profile, or UnknownProfileError naming the defined ones."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownProfileError(name, sorted(self._by_name)) from None
+
+
+class ProfilesError(Exception):
+    """Every problem found in a profiles file, one `file: key.path: message` line each."""
+
+    def __init__(self, problems: list[ContractProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+
+_Name = Annotated[str, Field(min_length=1)]
+
+
+class _ProfileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+    provider: Provider
+    base_url: str
+    model: _Name
+    api_key_env: str | None = None
+    temperature: Annotated[float | None, Field(ge=0, le=2)] = None
+    max_tokens: Annotated[int | None, Field(gt=0)] = None
+    timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_TIMEOUT_S
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("must not embed credentials; name the key's variable in api_key_env")
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or fragment")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_api_key_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("must be an environment variable name, e.g. MY_PROVIDER_KEY")
+        return value
+
+
+class _ProfilesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    profiles: Annotated[dict[_Name, _ProfileSpec], Field(min_length=1)]
+
+
+def load_profiles(path: Path) -> Profiles:
+    """Load and validate a profiles file; ProfilesError lists every problem."""
+    file = str(path)
+    try:
+        data = load_yaml_file(path, max_bytes=MAX_PROFILES_FILE_BYTES)
+    except YAMLLoadError as exc:
+        raise ProfilesError([ContractProblem(file, "", str(exc))]) from None
+    return parse_profiles(data, file)
+
+
+def parse_profiles(data: Any, file: str) -> Profiles:
+    """Validate already-parsed profiles data; `file` names the source in problems."""
+    if data is None:
+        raise ProfilesError([ContractProblem(file, "", "the file is empty; expected `profiles:`")])
+    try:
+        parsed = _ProfilesFile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfilesError(
+            [ContractProblem(file, _key_path(e["loc"]), _message(e)) for e in exc.errors()]
+        ) from None
+    problems: list[ContractProblem] = []
+    profiles: dict[str, ModelProfile] = {}
+    for name, spec in parsed.profiles.items():
+        limit = _MAX_TEMPERATURE[spec.provider]
+        if spec.temperature is not None and spec.temperature > limit:
+            path = f"profiles.{name}.temperature"
+            message = f"must be at most {limit:g} for provider {spec.provider}"
+            problems.append(ContractProblem(file, path, message))
+        profiles[name] = ModelProfile(name=name, **spec.model_dump())
+    if problems:
+        raise ProfilesError(problems)
+    return Profiles(profiles, source=file)
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    if loc and loc[-1] == "[key]":
+        loc = loc[:-2]
+    return ".".join(f"[{part}]" if isinstance(part, int) else part for part in loc)
+
+
+def _message(error: ErrorDetails) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        return f"must be one of {', '.join(PROVIDERS)}, not {_shown(error['input'])}"
+    if kind in ("model_type", "dict_type"):
+        return "must be a mapping"
+    if kind == "value_error":
+        return error["msg"].removeprefix("Value error, ")
+    if error["loc"] and error["loc"][-1] == "[key]":
+        return f"profile name {_shown(error['input'])} must be a non-empty string"
+    if kind == "too_short" and error["loc"] == ("profiles",):
+        return "must define at least one profile"
+    return error["msg"].replace("Input should", "must").replace("String should", "must")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
