@@ -1,0 +1,112 @@
+"""Request dependencies that resolve the caller from `Authorization: Bearer <key>`.
+
+`install_auth` puts the key ring (None: open mode, every scope) and the
+failed-attempt throttle on `app.state`; a route declares what it needs with
+`Annotated[Principal, Depends(require_scope(...))]` or one of the aliases
+below. The resolved caller is also left on `request.state.principal` for
+logging. The presented key is never logged, echoed or stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from app.api.auth.keyring import KeyRing
+from app.api.auth.principal import (
+    ADMIN,
+    METRICS_READ,
+    OPEN,
+    PLANS_EXECUTE,
+    ROUTER_RUN,
+    RUNS_READ,
+    SCOPES,
+    Principal,
+)
+from app.api.auth.throttle import FailedAuthThrottle
+from app.api.problems import Forbidden, TooManyRequests, Unauthorized
+
+logger = logging.getLogger("toolloop.api.auth")
+
+CHALLENGE = 'Bearer realm="toolloop"'
+
+
+def install_auth(
+    app: FastAPI, keyring: KeyRing | None, throttle: FailedAuthThrottle | None = None
+) -> None:
+    app.state.keyring = keyring
+    app.state.auth_throttle = throttle or FailedAuthThrottle()
+
+
+async def authenticated(request: Request) -> Principal:
+    """Any valid key (or open mode), whatever its scopes."""
+    cached = getattr(request.state, "principal", None)
+    if isinstance(cached, Principal):
+        return cached
+    state = request.app.state
+    if not hasattr(state, "keyring"):
+        raise RuntimeError("auth is not installed on this app: call install_auth")
+    keyring: KeyRing | None = state.keyring
+    principal = OPEN if keyring is None else _authenticate(request, keyring, state.auth_throttle)
+    request.state.principal = principal
+    return principal
+
+
+def require_scope(scope: str) -> Callable[[Request], Awaitable[Principal]]:
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    async def dependency(request: Request) -> Principal:
+        principal = await authenticated(request)
+        if not principal.has(scope):
+            raise Forbidden(
+                f"This API key lacks the {scope!r} scope.",
+                headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope"'},
+            )
+        return principal
+
+    return dependency
+
+
+def _authenticate(request: Request, keyring: KeyRing, throttle: FailedAuthThrottle) -> Principal:
+    address = request.client.host if request.client else "unknown"
+    token = _bearer_token(request.headers.get("authorization", ""))
+    if token is None:
+        wait = throttle.blocked_for(address)
+        if wait is None:
+            raise Unauthorized(
+                "Send an API key: Authorization: Bearer <key>.",
+                headers={"WWW-Authenticate": CHALLENGE},
+            )
+    else:
+        principal = keyring.authenticate(token)
+        if principal is not None:
+            return principal
+        wait = throttle.record_failure(address)
+        if wait is None:
+            logger.warning("rejected an unknown API key from %s", address)
+            raise Unauthorized(
+                "The API key is not valid.",
+                headers={"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'},
+            )
+    raise TooManyRequests(
+        f"Too many failed authentication attempts from this address; retry in {wait} s.",
+        headers={"Retry-After": str(wait)},
+    )
+
+
+def _bearer_token(header: str) -> str | None:
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+Caller = Annotated[Principal, Depends(authenticated)]
+PlansCaller = Annotated[Principal, Depends(require_scope(PLANS_EXECUTE))]
+RouterCaller = Annotated[Principal, Depends(require_scope(ROUTER_RUN))]
+RunsReader = Annotated[Principal, Depends(require_scope(RUNS_READ))]
+MetricsReader = Annotated[Principal, Depends(require_scope(METRICS_READ))]
+AdminCaller = Annotated[Principal, Depends(require_scope(ADMIN))]
