@@ -1,0 +1,164 @@
+"""The execution context: a running call's identity, read by the callable out of band.
+
+    from app.engine import current_call
+
+    def charge(amount: int) -> dict:
+        call = current_call()
+        provider.charge(amount, idempotency_key=call.idempotency_key)
+
+The context is never part of the callable's arguments. Sync callables see it
+too: the engine copies it into the worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.engine.call import Call
+from app.engine.errors import DispatchRejected, NoCurrentCall
+from app.engine.receipt import Receipt
+from app.engine.run import RunKind
+
+
+class Dispatcher(Protocol):
+    async def dispatch(
+        self, parent: Call, tool_id: str, args: Mapping[str, Any], call_key: str
+    ) -> Receipt: ...
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ExecutionContext:
+    _call: Call
+    attempt: int
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecutionContext(run_id={self.run_id!r}, tool={self.tool!r}, "
+            f"call_key={self.call_key!r}, item_key={self.item_key!r}, attempt={self.attempt})"
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self._call.state.identity.run_id
+
+    @property
+    def plan_id(self) -> str:
+        return self._call.state.identity.run_id
+
+    @property
+    def kind(self) -> RunKind:
+        return self._call.state.kind
+
+    @property
+    def owner(self) -> str:
+        return self._call.state.identity.owner
+
+    @property
+    def caller(self) -> str | None:
+        return self._call.state.identity.caller
+
+    @property
+    def context(self) -> Mapping[str, Any]:
+        """The caller-provided context (read-only)."""
+        return self._call.state.identity.context
+
+    @property
+    def parallel_batch_id(self) -> str | None:
+        return self._call.state.parallel_batch_id
+
+    @property
+    def tool(self) -> str:
+        return self._call.tool.id
+
+    @property
+    def receipt_id(self) -> str:
+        return self._call.receipt_id
+
+    @property
+    def idempotency_key(self) -> str:
+        """Minted by the engine; the same for every attempt of this call."""
+        return self._call.idempotency_key
+
+    @property
+    def call_key(self) -> str:
+        return self._call.call_key
+
+    @property
+    def item_key(self) -> str | None:
+        return self._call.item_key
+
+    @property
+    def parent_receipt_id(self) -> str | None:
+        return self._call.parent_receipt_id
+
+    async def dispatch(
+        self, tool_id: str, args: Mapping[str, Any], *, call_key: str | None = None
+    ) -> Receipt:
+        """Run another registered tool of this run's owner as a child of this call.
+
+        The child passes the same allowlist and gates; its receipt names this
+        call's receipt as parent. Raises DispatchRejected when nothing could run;
+        a child that ran and failed is a receipt, not an exception.
+        """
+        call = self._call
+        if call.running_attempt != self.attempt:
+            raise DispatchRejected(tool_id, ["the parent call is no longer running"])
+        call.dispatches += 1
+        if call_key is None:
+            call_key = f"{call.call_key}/{call.dispatches}"
+        dispatcher: Dispatcher = call.state.dispatcher
+        return await dispatcher.dispatch(call, tool_id, args, call_key)
+
+    def dispatch_sync(
+        self, tool_id: str, args: Mapping[str, Any], *, call_key: str | None = None
+    ) -> Receipt:
+        """`dispatch` for a sync callable running in a worker thread (blocks that thread)."""
+        loop = self._call.state.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError(
+                "dispatch_sync() would block the event loop; use 'await dispatch()' instead"
+            )
+        future = asyncio.run_coroutine_threadsafe(
+            self._dispatch_from_thread(tool_id, args, call_key), loop
+        )
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise DispatchRejected(tool_id, ["the parent call stopped running"]) from None
+
+    async def _dispatch_from_thread(
+        self, tool_id: str, args: Mapping[str, Any], call_key: str | None
+    ) -> Receipt:
+        task = asyncio.current_task()
+        if task is not None:
+            self._call.track(task)
+        return await self.dispatch(tool_id, args, call_key=call_key)
+
+
+_current: ContextVar[ExecutionContext] = ContextVar("toolloop_current_call")
+
+
+def current_call() -> ExecutionContext:
+    """The execution context of the tool call running here; raises NoCurrentCall elsewhere."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise NoCurrentCall() from None
+
+
+def enter_call(context: ExecutionContext) -> Token[ExecutionContext]:
+    """Make `context` current; pass the returned token to `leave_call`."""
+    return _current.set(context)
+
+
+def leave_call(token: Token[ExecutionContext]) -> None:
+    _current.reset(token)

@@ -1,0 +1,212 @@
+"""The engine: the only place registered callables run.
+
+One Engine per process and event loop. It owns the worker-thread pool for
+sync callables and the process-wide admission gates; the service gives it the
+ports (receipt sink, audit sink, cache store) and closes it on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+from app.contract.compiled import Contract
+from app.engine.audit import Auditor
+from app.engine.cache import ResultCache
+from app.engine.errors import CallRejected
+from app.engine.evidence import EvidenceHooks
+from app.engine.invocation import Invoker
+from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
+from app.engine.pipeline import CallPipeline
+from app.engine.plan import ParallelPlan, SequentialPlan
+from app.engine.ports import AuditSink, CacheStore, ReceiptSink
+from app.engine.receipt import Receipt
+from app.engine.run import RunIdentity, RunKind, RunState
+from app.engine.sequential import SequentialOutcome, run_chain
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Engine:
+    def __init__(
+        self,
+        contract: Contract,
+        *,
+        receipts: ReceiptSink,
+        audit: AuditSink,
+        cache: CacheStore | None = None,
+        worker_threads: int = 32,
+        evidence_timeout_s: float = 30.0,
+        clock: Callable[[], datetime] = utc_now,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._contract = contract
+        self._invoker = Invoker(worker_threads)
+        auditor = Auditor(audit)
+        self._pipeline = CallPipeline(
+            contract,
+            invoker=self._invoker,
+            receipts=receipts,
+            auditor=auditor,
+            cache=None if cache is None else ResultCache(cache, clock),
+            evidence=EvidenceHooks(
+                contract.evidence_hooks, self._invoker, auditor, evidence_timeout_s, clock
+            ),
+            clock=clock,
+            rng=rng if rng is not None else random.Random(),
+        )
+
+    @property
+    def contract(self) -> Contract:
+        return self._contract
+
+    async def run_sequential(
+        self,
+        run: RunIdentity,
+        plan: SequentialPlan,
+        admitted_args: Sequence[Mapping[str, Any]],
+    ) -> SequentialOutcome:
+        """Run a preflighted plan; returns once every receipt is durable.
+
+        If the task is cancelled, the running call gets a `cancelled` receipt and
+        the rest `skipped` ones; they are flushed, then the cancellation propagates.
+        """
+        self._check(run, plan.owner)
+        if len(admitted_args) != len(plan.calls):
+            raise ValueError("admitted_args must hold one argument mapping per call")
+        state = self.open_run(
+            run, RunKind.SEQUENTIAL, deadline_s=plan.deadline_s, first_seq=len(plan.calls)
+        )
+        receipts: list[Receipt] = []
+        await _settled(
+            state, run_chain(self._pipeline, state, plan.calls, admitted_args, 0, None, receipts)
+        )
+        return SequentialOutcome(
+            run.run_id, run.contract_hash, tuple(receipts), tuple(state.dispatched)
+        )
+
+    async def run_parallel(
+        self,
+        run: RunIdentity,
+        plan: ParallelPlan,
+        admitted_args: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        parallel_batch_id: str | None = None,
+    ) -> ParallelOutcome:
+        """Run a preflighted parallel plan; cancellation behaves as in `run_sequential`."""
+        self._check(run, plan.owner)
+        if len(admitted_args) != len(plan.lanes) or any(
+            len(args) != len(lane.calls)
+            for args, lane in zip(admitted_args, plan.lanes, strict=True)
+        ):
+            raise ValueError("admitted_args must hold one argument mapping per call of each lane")
+        batch_id = parallel_batch_id if parallel_batch_id is not None else str(uuid4())
+        state = self.open_run(
+            run,
+            RunKind.PARALLEL,
+            deadline_s=plan.deadline_s,
+            first_seq=sum(len(lane.calls) for lane in plan.lanes),
+            parallel_batch_id=batch_id,
+        )
+        results: list[list[Receipt]] = []
+
+        async def lanes() -> None:
+            results.extend(await run_lanes(self._pipeline, state, plan, admitted_args))
+
+        await _settled(state, lanes())
+        return ParallelOutcome(
+            run.run_id,
+            run.contract_hash,
+            batch_id,
+            tuple(
+                LaneOutcome(lane.item_key, tuple(receipts))
+                for lane, receipts in zip(plan.lanes, results, strict=True)
+            ),
+            tuple(state.dispatched),
+        )
+
+    def open_run(
+        self,
+        run: RunIdentity,
+        kind: RunKind = RunKind.ROUTER,
+        *,
+        deadline_s: float | None = None,
+        first_seq: int = 0,
+        parallel_batch_id: str | None = None,
+    ) -> RunState:
+        """State for calls made one at a time with `run_call` (the router's way)."""
+        self._check(run, run.owner)
+        loop = asyncio.get_running_loop()
+        deadline = None if deadline_s is None else loop.time() + deadline_s
+        return RunState(
+            run,
+            kind,
+            self._pipeline,
+            deadline=deadline,
+            next_seq=first_seq,
+            parallel_batch_id=parallel_batch_id,
+        )
+
+    async def run_call(
+        self,
+        state: RunState,
+        tool_id: str,
+        args: Mapping[str, Any],
+        *,
+        call_key: str,
+        item_key: str | None = None,
+    ) -> Receipt:
+        """Run one call in an open run; returns once its receipt (and children's) is durable.
+
+        Raises CallRejected when the run's owner may not call `tool_id`. Arguments
+        that fail the input schema give a `failed` receipt (kind input_schema).
+        """
+        reasons = self._pipeline.target_problems(state.identity.owner, tool_id)
+        if reasons:
+            raise CallRejected(tool_id, reasons)
+        out: list[Receipt] = []
+        tool = self._contract.tools[tool_id]
+        seq = state.allocate_seq()
+        await _settled(
+            state, self._pipeline.execute(state, tool, args, seq, call_key, item_key, out)
+        )
+        return out[0]
+
+    async def drain(self) -> None:
+        """Wait for pending cache writes and evidence hooks."""
+        await self._pipeline.drain()
+
+    async def aclose(self) -> None:
+        """Drain, then stop the worker threads. Close the receipt sink after this:
+        pending evidence hooks and cache writes wait for its durability futures."""
+        await self.drain()
+        self._invoker.shutdown()
+
+    def _check(self, run: RunIdentity, owner: str) -> None:
+        if run.contract_hash != self._contract.hash:
+            raise ValueError(
+                f"the run was admitted against contract {run.contract_hash}, "
+                f"but this engine runs {self._contract.hash}"
+            )
+        if run.owner != owner:
+            raise ValueError(f"the run's owner {run.owner!r} differs from the plan's {owner!r}")
+        if owner not in self._contract.owners:
+            raise ValueError(f"unknown owner {owner!r}")
+
+
+async def _settled(state: RunState, work: Awaitable[Any]) -> None:
+    """Await `work`, then every receipt it submitted; on error or cancellation flush first."""
+    try:
+        await work
+    except BaseException:
+        with suppress(Exception):
+            await state.flush()
+        raise
+    await state.flush()

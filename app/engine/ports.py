@@ -1,0 +1,79 @@
+"""What the engine needs from the outside world; the service implements these.
+
+The engine never imports the store: receipts, audit events and cache entries
+leave through these protocols. `app.engine.memory` has in-process versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NamedTuple, Protocol
+
+from app.engine.receipt import Receipt
+
+
+class AuditKind(StrEnum):
+    CALL_STARTED = "call.started"
+    CALL_RETRIED = "call.retried"
+    CALL_TIMED_OUT = "call.timed_out"
+    CALL_FINISHED = "call.finished"
+    CALL_CACHE_HIT = "call.cache_hit"
+    DISPATCH_REJECTED = "dispatch.rejected"
+    EVIDENCE_FAILED = "evidence.failed"
+    CACHE_WRITE_FAILED = "cache.write_failed"
+
+
+class AuditEvent(NamedTuple):
+    """One audit record; `detail` is already redacted. Immutable (a NamedTuple:
+    two are built per call, and it is far cheaper to build than a frozen dataclass)."""
+
+    kind: AuditKind
+    at: datetime
+    run_id: str | None
+    caller: str | None
+    tool: str | None
+    call_key: str | None
+    item_key: str | None
+    detail: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedOutput:
+    """A successful output kept for reuse; only outputs that need no redaction are kept."""
+
+    fingerprint: str
+    definition_hash: str
+    tool: str
+    output: Any
+    source_receipt_id: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class ReceiptSink(Protocol):
+    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+        """Queue `receipt.to_stored()` for writing; the future resolves once it is durable.
+
+        Must not block: the engine keeps running calls while writes are batched.
+        """
+        ...
+
+
+class AuditSink(Protocol):
+    def emit(self, event: AuditEvent) -> None:
+        """Record an event without blocking (queue it; write it later)."""
+        ...
+
+
+class CacheStore(Protocol):
+    def get(self, fingerprint: str, definition_hash: str) -> Awaitable[CachedOutput | None]:
+        """The entry for this exact call and tool definition, expired or not."""
+        ...
+
+    def put(self, entry: CachedOutput) -> Awaitable[None]:
+        """Insert or replace the entry for (fingerprint, definition_hash)."""
+        ...

@@ -1,0 +1,152 @@
+"""Whole-plan preflight (DESIGN invariant 4).
+
+Every check runs and every problem is collected, each with an RFC 6901
+pointer into the request body, before any call may run. Keys are opaque
+strings: compared, never parsed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from app.contract.compiled import Contract, Tool
+from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
+from app.engine.projection import project_payload
+
+AdmittedArgs = dict[str, Any]
+A = TypeVar("A")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProblem:
+    pointer: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightResult(Generic[A]):
+    """`admitted` holds the exact arguments to run, and is empty unless `ok`."""
+
+    problems: list[PlanProblem]
+    admitted: A
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+SequentialPreflight = PreflightResult[tuple[AdmittedArgs, ...]]
+ParallelPreflight = PreflightResult[tuple[tuple[AdmittedArgs, ...], ...]]
+
+
+def preflight_sequential(
+    plan: SequentialPlan, contract: Contract, limits: PlanLimits
+) -> SequentialPreflight:
+    check = _Checker(contract, plan.owner)
+    admitted = check.calls("/calls", plan.calls, limits.max_sequential_calls)
+    check.deadline(plan.deadline_s)
+    return PreflightResult(check.problems, () if check.problems else admitted)
+
+
+def preflight_parallel(
+    plan: ParallelPlan, contract: Contract, limits: PlanLimits
+) -> ParallelPreflight:
+    check = _Checker(contract, plan.owner)
+    cap = limits.max_concurrency_cap
+    if not 1 <= plan.max_concurrency <= cap:
+        check.add("/max_concurrency", f"max_concurrency must be between 1 and {cap}")
+    check.count("/lanes", "lane", len(plan.lanes), limits.max_lanes)
+    check.unique("/lanes", "item_key", [lane.item_key for lane in plan.lanes])
+    admitted = tuple(
+        check.calls(f"/lanes/{index}/calls", lane.calls, limits.max_calls_per_lane)
+        for index, lane in enumerate(plan.lanes)
+    )
+    check.deadline(plan.deadline_s)
+    return PreflightResult(check.problems, () if check.problems else admitted)
+
+
+class _Checker:
+    def __init__(self, contract: Contract, owner_name: str) -> None:
+        self.contract = contract
+        self.problems: list[PlanProblem] = []
+        self.owner = contract.owners.get(owner_name)
+        if self.owner is None:
+            self.add("/owner", f"unknown owner {owner_name!r}")
+            self.allowed: frozenset[str] = frozenset()
+        else:
+            self.allowed = frozenset(self.owner.runner_defaults.allowed_tools)
+
+    def add(self, pointer: str, message: str) -> None:
+        self.problems.append(PlanProblem(pointer, message))
+
+    def count(self, pointer: str, noun: str, count: int, limit: int) -> None:
+        if count == 0:
+            self.add(pointer, f"at least one {noun} is required")
+        elif count > limit:
+            self.add(pointer, f"{count} {noun}s exceed the limit of {limit}")
+
+    def unique(self, pointer: str, name: str, keys: Sequence[str]) -> None:
+        first_index: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            first = first_index.setdefault(key, index)
+            if first != index:
+                self.add(
+                    f"{pointer}/{index}/{name}",
+                    f"duplicate {name} {key!r}: at indices {first} and {index}",
+                )
+
+    def deadline(self, deadline_s: float | None) -> None:
+        if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
+            self.add("/deadline_s", "deadline_s must be a positive number of seconds")
+
+    def calls(
+        self, pointer: str, calls: Sequence[PlannedCall], limit: int
+    ) -> tuple[AdmittedArgs, ...]:
+        self.count(pointer, "call", len(calls), limit)
+        self.unique(pointer, "call_key", [call.call_key for call in calls])
+        return tuple(self.call(f"{pointer}/{index}", call) for index, call in enumerate(calls))
+
+    def call(self, pointer: str, call: PlannedCall) -> AdmittedArgs:
+        tool = self.tool(f"{pointer}/tool", call.tool)
+        args, payload = call.args, call.payload
+        if args is not None and payload is None:
+            where, admitted = f"{pointer}/args", dict(args)
+        elif payload is not None and args is None:
+            if tool is None:
+                return {}
+            where, admitted = f"{pointer}/payload", project_payload(tool.input_schema, payload)
+        else:
+            self.add(pointer, "exactly one of args or payload is required")
+            return {}
+        if tool is not None:
+            self.arguments(where, tool, admitted)
+        return admitted
+
+    def tool(self, pointer: str, name: str) -> Tool | None:
+        tool = self.contract.tools.get(name)
+        if tool is None:
+            self.add(pointer, f"unknown tool {name!r}")
+        elif self.owner is not None:
+            if tool.owner != self.owner.name:
+                self.add(
+                    pointer,
+                    f"tool {name!r} belongs to owner {tool.owner!r}, not {self.owner.name!r}",
+                )
+            elif name not in self.allowed:
+                self.add(
+                    pointer, f"tool {name!r} is not in the allowed_tools of {self.owner.name!r}"
+                )
+        return tool
+
+    def arguments(self, pointer: str, tool: Tool, admitted: AdmittedArgs) -> None:
+        schema = tool.input_schema
+        if schema.is_valid(admitted):
+            return
+        found = schema.problems(admitted)
+        if not found:
+            self.add(pointer, f"arguments do not match the input schema of {tool.id!r}")
+        for problem in found:
+            self.add(pointer + problem.pointer, problem.message)

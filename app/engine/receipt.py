@@ -1,0 +1,131 @@
+"""The receipt: what happened to one call, as the caller sees it and as it is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+
+
+class Status(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    SKIPPED = "skipped"
+
+
+class ErrorKind(StrEnum):
+    INPUT_SCHEMA = "input_schema"
+    OUTPUT_SCHEMA = "output_schema"
+    TIMEOUT = "timeout"
+    EXCEPTION = "exception"
+    DEADLINE = "deadline"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    GUARDRAIL = "guardrail"
+
+
+@dataclass(frozen=True, slots=True)
+class CallError:
+    kind: ErrorKind
+    message: str
+    # The callable was interrupted while running; it may or may not have taken effect.
+    outcome_unknown: bool = False
+
+    def to_dict(self, message: str | None = None) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "message": self.message if message is None else message,
+            "outcome_unknown": self.outcome_unknown,
+        }
+
+
+class Receipt(NamedTuple):
+    """Immutable. A NamedTuple, not a frozen dataclass: one is built per call,
+    and a frozen dataclass of this width costs several times more to build.
+
+    `seq` orders a run's receipts (input order for plan calls); `redactor` is
+    the tool's, used for the stored copy.
+    """
+
+    receipt_id: str
+    run_id: str
+    seq: int
+    owner: str
+    tool: str
+    call_key: str
+    item_key: str | None
+    parallel_batch_id: str | None
+    status: Status
+    output: Any
+    error: CallError | None
+    attempts: int
+    cache_hit: bool
+    cache_source_receipt_id: str | None
+    fingerprint: str
+    definition_hash: str
+    idempotency_key: str
+    parent_receipt_id: str | None
+    control: Mapping[str, Any] | None
+    admission_wait_ms: float
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: float
+    redactor: Redactor = DEFAULT_REDACTOR
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is Status.SUCCEEDED
+
+    def to_response(self) -> dict[str, Any]:
+        """The caller's own copy: the real output and error message."""
+        return self._render(
+            self.output,
+            None if self.error is None else self.error.to_dict(),
+            self.control,
+        )
+
+    def to_stored(self) -> dict[str, Any]:
+        """The redacted copy: what is stored and what evidence hooks receive."""
+        redact = self.redactor.redact
+        error = self.error
+        stored = self._render(
+            redact(self.output),
+            None if error is None else error.to_dict(redact_text(error.message)),
+            None if self.control is None else redact(self.control),
+        )
+        stored["run_id"] = self.run_id
+        stored["seq"] = self.seq
+        stored["owner"] = self.owner
+        stored["definition_hash"] = self.definition_hash
+        return stored
+
+    def _render(
+        self, output: Any, error: dict[str, Any] | None, control: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
+            "receipt_id": self.receipt_id,
+            "plan_id": self.run_id,
+            "call_key": self.call_key,
+            "item_key": self.item_key,
+            "parallel_batch_id": self.parallel_batch_id,
+            "tool": self.tool,
+            "status": self.status.value,
+            "output": output,
+            "error": error,
+            "attempts": self.attempts,
+            "cache_hit": self.cache_hit,
+            "cache_source_receipt_id": self.cache_source_receipt_id,
+            "fingerprint": self.fingerprint,
+            "idempotency_key": self.idempotency_key,
+            "parent_receipt_id": self.parent_receipt_id,
+            "control": None if control is None else dict(control),
+            "admission_wait_ms": self.admission_wait_ms,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat(),
+            "duration_ms": self.duration_ms,
+        }

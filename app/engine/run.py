@@ -1,0 +1,97 @@
+"""Who a run is (identity) and what the engine tracks while it runs (state)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from app.engine.errors import ReceiptWriteFailed
+from app.engine.receipt import Receipt
+
+if TYPE_CHECKING:
+    from app.engine.context import Dispatcher
+
+
+class RunKind(StrEnum):
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+    ROUTER = "router"
+
+
+@dataclass(frozen=True, slots=True)
+class RunIdentity:
+    """Out-of-band identity; never part of a callable's arguments."""
+
+    run_id: str
+    owner: str
+    caller: str | None
+    context: Mapping[str, Any]
+    contract_hash: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.context, MappingProxyType):
+            object.__setattr__(self, "context", MappingProxyType(dict(self.context)))
+
+
+class RunState:
+    """Mutable bookkeeping of one run inside the engine.
+
+    Created inside the event loop that runs the calls. `deadline` is on that
+    loop's clock (`loop.time()`), or None.
+    Sequence numbers after the plan's own calls go to dispatched calls.
+    """
+
+    __slots__ = (
+        "deadline",
+        "dispatched",
+        "dispatcher",
+        "identity",
+        "kind",
+        "loop",
+        "next_seq",
+        "parallel_batch_id",
+        "pending",
+    )
+
+    def __init__(
+        self,
+        identity: RunIdentity,
+        kind: RunKind,
+        dispatcher: Dispatcher,
+        *,
+        deadline: float | None,
+        next_seq: int,
+        parallel_batch_id: str | None = None,
+    ) -> None:
+        self.identity = identity
+        self.loop = asyncio.get_running_loop()
+        self.kind = kind
+        self.dispatcher = dispatcher
+        self.deadline = deadline
+        self.next_seq = next_seq
+        self.parallel_batch_id = parallel_batch_id
+        self.pending: list[asyncio.Future[None]] = []
+        self.dispatched: list[Receipt] = []
+
+    def allocate_seq(self) -> int:
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        return seq
+
+    async def flush(self) -> None:
+        """Wait until every receipt submitted so far is durable; raise the first write error."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        # asyncio.wait, not gather: a cancelled flush must not cancel the sink's futures.
+        await asyncio.wait(pending)
+        for future in pending:
+            if future.cancelled():
+                raise ReceiptWriteFailed("a receipt write was cancelled")
+            error = future.exception()
+            if error is not None:
+                raise ReceiptWriteFailed(f"a receipt could not be stored: {error}") from error

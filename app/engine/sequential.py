@@ -1,0 +1,106 @@
+"""Calls in order: a sequential plan, and the calls of one parallel lane.
+
+A call that does not succeed stops the chain; every call after it still gets
+a receipt, `skipped`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
+from app.engine.pipeline import CallPipeline
+from app.engine.plan import PlannedCall
+from app.engine.receipt import CallError, Receipt
+from app.engine.run import RunState
+
+PlanStatus = Literal["succeeded", "failed"]
+
+
+def chain_status(receipts: Sequence[Receipt]) -> PlanStatus:
+    return "succeeded" if all(receipt.succeeded for receipt in receipts) else "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialOutcome:
+    run_id: str
+    contract_hash: str
+    receipts: tuple[Receipt, ...]
+    # Receipts of calls that running tools dispatched, in completion order.
+    dispatched: tuple[Receipt, ...]
+
+    @property
+    def status(self) -> PlanStatus:
+        return chain_status(self.receipts)
+
+    def to_response(self) -> dict[str, Any]:
+        return {
+            "plan_id": self.run_id,
+            "kind": "sequential",
+            "status": self.status,
+            "contract_hash": self.contract_hash,
+            "receipts": [receipt.to_response() for receipt in self.receipts],
+            "dispatched": [receipt.to_response() for receipt in self.dispatched],
+        }
+
+
+async def run_chain(
+    pipeline: CallPipeline,
+    state: RunState,
+    calls: Sequence[PlannedCall],
+    args: Sequence[Mapping[str, Any]],
+    first_seq: int,
+    item_key: str | None,
+    out: list[Receipt],
+) -> None:
+    """Run `calls` in order, appending one receipt per call to `out` (empty at first)."""
+    tools = pipeline.contract.tools
+    for index, call in enumerate(calls):
+        try:
+            receipt = await pipeline.execute(
+                state,
+                tools[call.tool],
+                args[index],
+                first_seq + index,
+                call.call_key,
+                item_key,
+                out,
+            )
+        except BaseException:
+            _skip_rest(pipeline, state, calls, args, first_seq, item_key, out, NOT_RUN_CANCELLED)
+            raise
+        if not receipt.succeeded:
+            deadline = state.deadline
+            if deadline is not None and state.loop.time() >= deadline:
+                reason = NOT_RUN_DEADLINE
+            else:
+                reason = not_run_after(call.call_key)
+            _skip_rest(pipeline, state, calls, args, first_seq, item_key, out, reason)
+            return
+
+
+def _skip_rest(
+    pipeline: CallPipeline,
+    state: RunState,
+    calls: Sequence[PlannedCall],
+    args: Sequence[Mapping[str, Any]],
+    first_seq: int,
+    item_key: str | None,
+    out: list[Receipt],
+    reason: CallError,
+) -> None:
+    tools = pipeline.contract.tools
+    for index in range(len(out), len(calls)):
+        call = calls[index]
+        pipeline.skip(
+            state,
+            tools[call.tool],
+            args[index],
+            first_seq + index,
+            call.call_key,
+            item_key,
+            reason,
+            out,
+        )

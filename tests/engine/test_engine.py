@@ -1,0 +1,86 @@
+"""The Engine's own API: one-off calls for the router, run checks, durability failures."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from app.engine import CallRejected
+from app.engine.errors import ReceiptWriteFailed
+from app.engine.receipt import Receipt, Status
+from app.engine.run import RunKind
+from tests.engine import engine_tools
+from tests.engine.harness import tool
+
+
+async def test_run_call_allocates_sequence_numbers_in_an_open_run(make_harness: Any) -> None:
+    harness = make_harness({"e": tool("aecho"), "who": tool("awhoami")})
+    run = harness.engine.open_run(harness.identity(), deadline_s=60, first_seq=5)
+
+    first = await harness.engine.run_call(run, "e", {"x": 1}, call_key="a")
+    second = await harness.engine.run_call(run, "who", {}, call_key="b")
+
+    assert (first.seq, second.seq) == (5, 6)
+    assert first.output["args"] == {"x": 1}
+    assert second.output["kind"] == RunKind.ROUTER.value
+    assert second.idempotency_key == f"{run.identity.run_id}:6"
+
+
+@pytest.mark.parametrize(
+    ("tool_id", "reason"),
+    [("nowhere", "unknown tool"), ("outsider", "belongs to owner 'other'")],
+)
+async def test_run_call_refuses_tools_the_owner_may_not_call(
+    make_harness: Any, tool_id: str, reason: str
+) -> None:
+    harness = make_harness({"e": tool("aecho")}, other_tools={"outsider": tool("aecho")})
+    run = harness.engine.open_run(harness.identity())
+
+    with pytest.raises(CallRejected, match=reason):
+        await harness.engine.run_call(run, tool_id, {}, call_key="a")
+
+    assert harness.receipts.receipts == []
+
+
+class FailingSink:
+    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_exception(OSError("disk full"))
+        return future
+
+
+async def test_a_receipt_that_cannot_be_stored_fails_the_run(make_harness: Any) -> None:
+    harness = make_harness({"e": tool("aecho")}, hooks=["record_evidence"], receipts=FailingSink())
+
+    with pytest.raises(ReceiptWriteFailed, match="disk full"):
+        await harness.sequential([("1", "e", {})])
+    await harness.engine.drain()
+
+    assert engine_tools.STATE.evidence == []
+
+
+async def test_a_sync_tool_cannot_dispatch_after_its_attempt_ended(make_harness: Any) -> None:
+    state = engine_tools.STATE
+    harness = make_harness({"late": tool("late_dispatch", timeout_s=0.02), "e": tool("aecho")})
+
+    outcome = await harness.sequential([("1", "late", {"target": "e"})])
+    assert outcome.receipts[0].status is Status.TIMED_OUT
+    state.release.set()
+    assert await asyncio.to_thread(state.thread_finished.wait, 10)
+
+    assert state.contexts == [
+        {"rejected": "dispatch to 'e' rejected: the parent call is no longer running"}
+    ]
+    assert len(harness.receipts.receipts) == 1
+
+
+async def test_dispatch_sync_on_the_event_loop_is_refused(make_harness: Any) -> None:
+    harness = make_harness({"p": tool("parent_sync_on_loop"), "e": tool("aecho")})
+
+    outcome = await harness.sequential([("1", "p", {})])
+
+    (receipt,) = outcome.receipts
+    assert receipt.error is not None
+    assert "would block the event loop" in receipt.error.message

@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import copy
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from app.engine.redaction import DEFAULT_REDACTOR, REDACTED, Redactor, redact_text
+
+OPENAI_KEY = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4"
+PROJECT_KEY = "sk-proj-" + "Ab12_Cd34-Ef56Gh78Ij90Kl12Mn34Op56"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PRIVATE_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Bearer abcdef123456.xyz", f"Authorization: Bearer {REDACTED}"),
+        ("bearer 0123456789abcdef==", f"bearer {REDACTED}"),
+        ("BEARER\tAbCdEfGh12345678", f"BEARER\t{REDACTED}"),
+        (f"key={OPENAI_KEY};", f"key={REDACTED};"),
+        (f"use {PROJECT_KEY} now", f"use {REDACTED} now"),
+        (f"token {JWT} end", f"token {REDACTED} end"),
+        (f"Bearer {JWT}", f"Bearer {REDACTED}"),
+        ("id AKIAIOSFODNN7EXAMPLE here", f"id {REDACTED} here"),
+        ("ASIAY34FZKBOKMUTVV7A", REDACTED),
+        (f"before\n{PRIVATE_KEY}\nafter", f"before\n{REDACTED}\nafter"),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n-----END PRIVATE KEY-----",
+            REDACTED,
+        ),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA", REDACTED),
+        (
+            "postgresql+psycopg://app:s3cr3t@db.internal:5432/main",
+            f"postgresql+psycopg://app:{REDACTED}@db.internal:5432/main",
+        ),
+        ("redis://:hunter2@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        (
+            "a https://u:p1@h1/x and ftp://v:p2@h2",
+            f"a https://u:{REDACTED}@h1/x and ftp://v:{REDACTED}@h2",
+        ),
+    ],
+)
+def test_redact_text_replaces_secret_patterns(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain words only",
+        "the bearer of bad news",
+        "Bearer",
+        "Bearer short",
+        "sk-tooshort",
+        "task-0123456789abcdefghijklmnop",
+        "eyJhbGciOiJIUzI1NiJ9",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0",
+        "AKIAIOSFODNN7EXAMPL",
+        "AKIAIOSFODNN7EXAMPLE1",
+        "xAKIAIOSFODNN7EXAMPLE",
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0\n-----END PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        "https://db.internal:5432/main",
+        "https://user@host/path",
+        "https://host:8080/path?email=a@b.example",
+        "https://host:8080?next=x@y",
+        "mailto:someone@example.com",
+        f"Bearer {REDACTED}",
+        f"redis://:{REDACTED}@cache",
+    ],
+)
+def test_redact_text_leaves_near_misses_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_redact_text_is_idempotent() -> None:
+    text = f"Bearer {OPENAI_KEY} https://u:pw@h {JWT} AKIAIOSFODNN7EXAMPLE"
+    once = redact_text(text)
+    assert redact_text(once) == once
+    assert OPENAI_KEY not in once
+    assert "pw@" not in once
+
+
+def test_key_names_match_exactly_and_case_insensitively() -> None:
+    redactor = Redactor(["Password", "api_key"])
+    data = {
+        "password": "hunter2",
+        "PASSWORD": {"nested": "whole subtree"},
+        "API_KEY": 12345,
+        "password_hint": "pet name",
+        "user": "alice",
+    }
+    assert redactor.redact(data) == {
+        "password": REDACTED,
+        "PASSWORD": REDACTED,
+        "API_KEY": REDACTED,
+        "password_hint": "pet name",
+        "user": "alice",
+    }
+
+
+def test_key_names_apply_at_any_depth_in_lists_and_dicts() -> None:
+    redactor = Redactor(["token"])
+    data = {"items": [{"token": "t1", "n": 1}, [{"deeper": {"token": None}}]], "token2": "x"}
+    assert redactor.redact(data) == {
+        "items": [{"token": REDACTED, "n": 1}, [{"deeper": {"token": REDACTED}}]],
+        "token2": "x",
+    }
+
+
+def test_patterns_apply_to_nested_values_and_keys() -> None:
+    data = {
+        "headers": {"Authorization": "Bearer abcdefgh12345678"},
+        "list": ["ok", OPENAI_KEY, ("AKIAIOSFODNN7EXAMPLE", 3)],
+        OPENAI_KEY: "value",
+    }
+    assert DEFAULT_REDACTOR.redact(data) == {
+        "headers": {"Authorization": f"Bearer {REDACTED}"},
+        "list": ["ok", REDACTED, (REDACTED, 3)],
+        REDACTED: "value",
+    }
+
+
+def test_input_is_never_mutated() -> None:
+    data: dict[str, Any] = {
+        "secret": "x",
+        "nested": {"url": "https://u:pw@h", "list": [OPENAI_KEY, {"secret": [1, 2]}]},
+    }
+    before = copy.deepcopy(data)
+    redacted = Redactor(["secret"]).redact(data)
+    assert data == before
+    assert redacted["nested"]["list"][1] == {"secret": REDACTED}
+
+
+def test_unchanged_data_is_returned_without_copying() -> None:
+    data = {"a": [1, 2.5, True, None, "text"], "b": {"c": "d"}}
+    assert DEFAULT_REDACTOR.redact(data) is data
+
+
+def test_only_changed_branches_are_copied() -> None:
+    untouched = {"c": "d"}
+    data = {"a": untouched, "b": [f"{OPENAI_KEY}"]}
+    redacted = DEFAULT_REDACTOR.redact(data)
+    assert redacted is not data
+    assert redacted["a"] is untouched
+    assert redacted == {"a": {"c": "d"}, "b": [REDACTED]}
+
+
+@pytest.mark.parametrize("value", [None, True, 0, 1.5, 10**30])
+def test_non_string_scalars_pass_through(value: object) -> None:
+    assert DEFAULT_REDACTOR.redact(value) is value
+
+
+def test_deep_nesting_is_handled() -> None:
+    depth = 300
+    data: Any = {"password": "p", "leaf": "Bearer abcdefgh12345678"}
+    for _ in range(depth):
+        data = {"k": [data]}
+    redacted = Redactor(["password"]).redact(data)
+    for _ in range(depth):
+        redacted = redacted["k"][0]
+    assert redacted == {"password": REDACTED, "leaf": f"Bearer {REDACTED}"}
+
+
+def test_default_redactor_is_shared_and_has_no_key_names() -> None:
+    assert Redactor.default() is DEFAULT_REDACTOR
+    assert DEFAULT_REDACTOR.redact({"password": "plain"}) == {"password": "plain"}
+
+
+def test_self_referencing_data_is_refused() -> None:
+    data: dict[str, Any] = {"a": 1}
+    data["self"] = data
+    with pytest.raises(ValueError, match="self-referencing"):
+        DEFAULT_REDACTOR.redact(data)
+
+
+def test_other_mappings_and_tuples_are_walked() -> None:
+    data = MappingProxyType({"password": "p", "pair": ("x", OPENAI_KEY)})
+    assert Redactor(["password"]).redact(data) == {"password": REDACTED, "pair": ("x", REDACTED)}
+
+
+def test_non_json_objects_pass_through() -> None:
+    marker = object()
+    assert DEFAULT_REDACTOR.redact([marker])[0] is marker
