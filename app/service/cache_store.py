@@ -1,0 +1,44 @@
+"""The engine's result cache, kept in the database so every replica shares it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.ports import CachedOutput
+from app.store.repositories.cache import CacheRepository
+
+
+class DatabaseCacheStore:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def get(self, fingerprint: str, definition_hash: str) -> CachedOutput | None:
+        async with self._sessions() as session:
+            entry = await CacheRepository(session).get(
+                fingerprint, definition_hash, datetime.now(UTC)
+            )
+        if entry is None:
+            return None
+        return CachedOutput(
+            fingerprint=entry.fingerprint,
+            definition_hash=entry.definition_hash,
+            tool=entry.tool,
+            output=entry.output,
+            source_receipt_id=entry.source_receipt_id or "",
+            created_at=entry.created_at,
+            expires_at=entry.expires_at,
+        )
+
+    async def put(self, entry: CachedOutput) -> None:
+        async with self._sessions.begin() as session:
+            await CacheRepository(session).put(
+                fingerprint=entry.fingerprint,
+                definition_hash=entry.definition_hash,
+                tool=entry.tool,
+                output=entry.output,
+                source_receipt_id=entry.source_receipt_id,
+                expires_at=entry.expires_at,
+                created_at=entry.created_at,
+            )

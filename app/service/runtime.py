@@ -1,0 +1,148 @@
+"""The process-wide resources of a running service, opened in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.contract import Contract
+from app.engine.engine import Engine
+from app.engine.plan import PlanLimits
+from app.service.cache_store import DatabaseCacheStore
+from app.service.plans import PlanService
+from app.service.writer import GroupCommitWriter
+from app.settings import Settings
+from app.store.database import (
+    DatabaseUnavailable,
+    check_database,
+    create_database_engine,
+    create_session_factory,
+    display_url,
+)
+from app.store.migrate import upgrade_database
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.instances import InstanceRepository
+from app.store.repositories.runs import RunRepository
+
+logger = logging.getLogger("toolloop.runtime")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    contract: Contract
+    database: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    instance_id: str
+    database_display: str
+    writer: GroupCommitWriter
+    engine: Engine
+    plans: PlanService
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def database_problem(self) -> str | None:
+        try:
+            await check_database(self.database)
+        except DatabaseUnavailable as exc:
+            return str(exc)
+        return None
+
+    async def aclose(self) -> None:
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.engine.aclose()
+        await self.writer.aclose()
+        with suppress(SQLAlchemyError):
+            async with self.sessions.begin() as session:
+                await InstanceRepository(session).remove(self.instance_id)
+        await self.database.dispose()
+
+
+async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
+    """Connect, migrate, snapshot the contract, register this process, recover old runs.
+
+    Raises DatabaseUnavailable when the database cannot be reached.
+    """
+    database = create_database_engine(settings.database_url)
+    try:
+        await upgrade_database(settings.database_url)
+        sessions = create_session_factory(database)
+        instance_id = uuid.uuid4().hex
+        async with sessions.begin() as session:
+            await ContractSnapshotRepository(session).save_if_absent(
+                contract.hash, dict(contract.canonical), len(contract.tools)
+            )
+            await InstanceRepository(session).register(
+                instance_id, hostname=socket.gethostname(), pid=os.getpid()
+            )
+        await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
+    except BaseException:
+        await database.dispose()
+        raise
+    writer = GroupCommitWriter(sessions, linger_s=settings.group_commit_linger_s)
+    writer.start()
+    engine = Engine(
+        contract,
+        receipts=writer,
+        audit=writer,
+        cache=DatabaseCacheStore(sessions),
+        worker_threads=settings.worker_threads,
+    )
+    limits = PlanLimits(
+        max_sequential_calls=settings.max_sequential_calls,
+        max_lanes=settings.max_lanes,
+        max_calls_per_lane=settings.max_calls_per_lane,
+        max_concurrency_cap=settings.max_concurrency_cap,
+    )
+    runtime = Runtime(
+        settings=settings,
+        contract=contract,
+        database=database,
+        sessions=sessions,
+        instance_id=instance_id,
+        database_display=display_url(settings.database_url),
+        writer=writer,
+        engine=engine,
+        plans=PlanService(contract, engine, sessions, writer, limits, instance_id),
+    )
+    runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
+    logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
+    return runtime
+
+
+async def _mark_interrupted(
+    sessions: async_sessionmaker[AsyncSession], instance_id: str, stale_after_s: float
+) -> int:
+    stale_before = datetime.now(UTC) - timedelta(seconds=stale_after_s)
+    async with sessions.begin() as session:
+        count = await RunRepository(session).mark_interrupted_for_dead_instances(
+            instance_id, stale_before
+        )
+    if count:
+        logger.warning("marked %d run(s) of stopped processes as interrupted", count)
+    return count
+
+
+async def _keep_alive(runtime: Runtime) -> None:
+    """Heartbeat this process and sweep runs whose process stopped beating."""
+    interval = runtime.settings.heartbeat_interval_s
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            async with runtime.sessions.begin() as session:
+                await InstanceRepository(session).heartbeat(runtime.instance_id)
+            await _mark_interrupted(
+                runtime.sessions, runtime.instance_id, runtime.settings.instance_stale_after_s
+            )
+        except SQLAlchemyError as exc:
+            logger.warning("heartbeat failed: %s", exc)

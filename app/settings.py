@@ -1,0 +1,52 @@
+"""Service settings: `TOOLLOOP_*` environment variables, mirrored by `toolloop` CLI flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_database_url() -> str:
+    return f"sqlite+aiosqlite:///{Path.cwd() / 'toolloop.db'}"
+
+
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TOOLLOOP_", extra="ignore", frozen=True)
+
+    registries: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    database_url: str = Field(default_factory=_default_database_url)
+    profiles: Path | None = None
+    prompts_dir: Path = REPO_ROOT / "prompts"
+    allowed_modules: Annotated[list[str] | None, NoDecode] = None
+    api_keys: Path | None = None
+    auth_failure_burst: int = Field(default=10, gt=0)
+    auth_failures_per_minute: float = Field(default=10.0, gt=0)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    max_json_depth: int = Field(default=64, gt=0)
+    max_sequential_calls: int = Field(default=1000, gt=0)
+    max_lanes: int = Field(default=10_000, gt=0)
+    max_calls_per_lane: int = Field(default=100, gt=0)
+    max_concurrency_cap: int = Field(default=1000, gt=0)
+    worker_threads: int = Field(default=32, gt=0)
+    group_commit_linger_s: float = Field(default=0.002, ge=0)
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    instance_stale_after_s: float = Field(default=20.0, gt=0)
+
+    @field_validator("registries", "allowed_modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return _split_commas(value)

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.engine.ports import AuditEvent, AuditKind
+from app.engine.receipt import Receipt, Status
+from app.engine.redaction import Redactor
+from app.service.writer import GroupCommitWriter
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
+from app.store.repositories.audit import AuditRepository
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RunRepository
+
+HASH = "sha256:" + "a" * 64
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    await upgrade_database(database_url)
+    engine = create_database_engine(database_url)
+    async with create_session_factory(engine).begin() as session:
+        await ContractSnapshotRepository(session).save_if_absent(HASH, {}, 0)
+        await RunRepository(session).create(
+            id="run-1", kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
+        )
+    yield engine
+    await engine.dispose()
+
+
+def _receipt(seq: int, output: object) -> Receipt:
+    now = datetime.now(UTC)
+    return Receipt(
+        receipt_id=f"r{seq}",
+        run_id="run-1",
+        seq=seq,
+        owner="o",
+        tool="t",
+        call_key=str(seq),
+        item_key=None,
+        parallel_batch_id=None,
+        status=Status.SUCCEEDED,
+        output=output,
+        error=None,
+        attempts=1,
+        cache_hit=False,
+        cache_source_receipt_id=None,
+        fingerprint="sha256:" + "b" * 64,
+        definition_hash=HASH,
+        idempotency_key=f"run-1:{seq}",
+        parent_receipt_id=None,
+        control=None,
+        admission_wait_ms=0.0,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0.1,
+        redactor=Redactor(["token"]),
+    )
+
+
+async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
+    engine: AsyncEngine,
+) -> None:
+    commits = 0
+
+    def count(_: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    event.listen(engine.sync_engine, "commit", count)
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
+    writer.start()
+    try:
+        futures = [writer.submit(_receipt(seq, {"n": seq})) for seq in range(200)]
+        await asyncio.gather(*futures)
+    finally:
+        await writer.aclose()
+    assert 1 <= commits < 20
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert [r.seq for r in stored] == list(range(200))
+
+
+async def test_stored_rows_are_the_redacted_copy(engine: AsyncEngine) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine))
+    writer.start()
+    try:
+        await writer.submit(_receipt(0, {"token": "plain", "note": "sk-abcdefghijklmnopqrstuvwx"}))
+        writer.emit(
+            AuditEvent(
+                kind=AuditKind.CALL_FINISHED,
+                at=datetime.now(UTC),
+                run_id="run-1",
+                caller=None,
+                tool="t",
+                call_key="0",
+                item_key=None,
+                detail={"status": "succeeded"},
+            )
+        )
+        await writer.flush()
+    finally:
+        await writer.aclose()
+    async with create_session_factory(engine)() as session:
+        (stored,) = await ReceiptRepository(session).list_for_run("run-1")
+        events = await AuditRepository(session).list_for_run("run-1")
+    assert stored.output == {"token": "[REDACTED]", "note": "[REDACTED]"}
+    assert [e.kind for e in events] == ["call.finished"]
+
+
+async def test_a_failed_write_fails_the_waiting_receipts(engine: AsyncEngine) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine))
+    writer.start()
+    try:
+        await writer.submit(_receipt(0, {}))
+        duplicate = writer.submit(_receipt(0, {}))
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            await duplicate
+        await writer.submit(_receipt(1, {}))
+    finally:
+        await writer.aclose()
