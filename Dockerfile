@@ -1,0 +1,26 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /srv/toolloop
+RUN groupadd --system toolloop && useradd --system --gid toolloop --home /srv/toolloop toolloop
+
+COPY pyproject.toml README.md alembic.ini ./
+COPY app ./app
+COPY migrations ./migrations
+COPY prompts ./prompts
+COPY registries ./registries
+RUN pip install . && mkdir -p /srv/toolloop/data && chown toolloop:toolloop /srv/toolloop/data
+
+USER toolloop
+ENV TOOLLOOP_HOST=0.0.0.0 \
+    TOOLLOOP_PORT=8000 \
+    TOOLLOOP_REGISTRIES=/srv/toolloop/registries/example.yml \
+    TOOLLOOP_DATABASE_URL=sqlite+aiosqlite:////srv/toolloop/data/toolloop.db
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status == 200 else 1)"
+CMD ["toolloop", "serve"]

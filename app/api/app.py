@@ -1,0 +1,50 @@
+"""The FastAPI application factory; resources live in the lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api import health, plans, tools
+from app.api.auth import FailedAuthThrottle, install_auth, load_keys
+from app.api.problems import install_problem_handlers
+from app.contract import Contract, load_contract
+from app.service.runtime import open_runtime
+from app.settings import Settings
+
+
+def create_app(settings: Settings | None = None, contract: Contract | None = None) -> FastAPI:
+    resolved = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loaded = contract or load_contract(resolved.registries, resolved.allowed_modules)
+        keyring = load_keys(resolved.api_keys) if resolved.api_keys is not None else None
+        install_auth(
+            app,
+            keyring,
+            FailedAuthThrottle(
+                burst=resolved.auth_failure_burst,
+                per_minute=resolved.auth_failures_per_minute,
+            ),
+        )
+        runtime = await open_runtime(resolved, loaded)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.aclose()
+
+    app = FastAPI(
+        title="ToolLoop",
+        version="0.1.0",
+        summary="Governed execution of registered tools with durable receipts.",
+        lifespan=lifespan,
+    )
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    app.include_router(tools.router)
+    app.include_router(plans.router)
+    return app

@@ -1,0 +1,13 @@
+"""A JSON response rendered with orjson (the plans API returns large receipt lists)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi.responses import JSONResponse
+
+
+class FastJSONResponse(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)

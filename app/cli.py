@@ -1,0 +1,191 @@
+"""`toolloop`: serve the API, migrate the database, check registries."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
+from app.contract import Contract, RegistryError, load_contract
+from app.settings import Settings
+from app.store.database import DatabaseUnavailable, check_database, create_database_engine
+from app.store.migrate import upgrade_database
+
+
+def _settings_flags(parser: argparse.ArgumentParser, *, registries: bool = True) -> None:
+    if registries:
+        parser.add_argument(
+            "--registry",
+            dest="registries",
+            action="append",
+            type=Path,
+            help="registry YAML file (repeatable; env TOOLLOOP_REGISTRIES, comma-separated)",
+        )
+        parser.add_argument(
+            "--allowed-module",
+            dest="allowed_modules",
+            action="append",
+            help="module prefix callables may come from (repeatable; env TOOLLOOP_ALLOWED_MODULES)",
+        )
+    parser.add_argument("--database-url", help="env TOOLLOOP_DATABASE_URL")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolloop", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="apply migrations and serve the HTTP API")
+    _settings_flags(serve)
+    serve.add_argument("--host", help="bind address (env TOOLLOOP_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (env TOOLLOOP_PORT, default 8000)")
+    serve.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
+    serve.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
+    serve.add_argument("--api-keys", type=Path, help="API keys file (env TOOLLOOP_API_KEYS)")
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    upgrade = db_commands.add_parser("upgrade", help="apply every migration")
+    _settings_flags(upgrade, registries=False)
+
+    keys = commands.add_parser("keys", help="API keys")
+    keys_commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_commands.add_parser(
+        "create", help="create a key: printed once, only its hash kept"
+    )
+    create.add_argument("name")
+    create.add_argument("--scope", dest="scopes", action="append", required=True)
+    create.add_argument("--api-keys", type=Path, help="keys file (env TOOLLOOP_API_KEYS)")
+
+    registry = commands.add_parser("registry", help="registry tools for App authors")
+    registry_commands = registry.add_subparsers(dest="registry_command", required=True)
+    check = registry_commands.add_parser("check", help="validate registries, print the hash")
+    check.add_argument("paths", nargs="+", type=Path)
+    check.add_argument("--allowed-module", dest="allowed_modules", action="append")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    keys = (
+        "registries",
+        "allowed_modules",
+        "database_url",
+        "host",
+        "port",
+        "profiles",
+        "api_keys",
+    )
+    overrides: dict[str, Any] = {
+        key: getattr(args, key) for key in keys if getattr(args, key, None) is not None
+    }
+    if getattr(args, "prompts_dir", None) is not None:
+        overrides["prompts_dir"] = args.prompts_dir
+    return Settings(**overrides)
+
+
+def _fail(message: str) -> int:
+    print(f"toolloop: {message}", file=sys.stderr)
+    return 1
+
+
+def _load(settings: Settings) -> Contract | None:
+    if not settings.registries:
+        _fail("no registry given: use --registry PATH or TOOLLOOP_REGISTRIES")
+        return None
+    try:
+        return load_contract(settings.registries, settings.allowed_modules)
+    except RegistryError as exc:
+        for problem in exc.problems:
+            print(f"toolloop: {problem}", file=sys.stderr)
+        _fail(f"refusing to start: {len(exc.problems)} registry problem(s)")
+        return None
+
+
+async def _prepare_database(url: str) -> None:
+    engine = create_database_engine(url)
+    try:
+        await check_database(engine)
+    finally:
+        await engine.dispose()
+    await upgrade_database(url)
+
+
+def _serve(settings: Settings) -> int:
+    import uvicorn
+
+    from app.api.app import create_app
+
+    try:
+        check_open_bind(settings.host, settings.api_keys is not None)
+        if settings.api_keys is not None:
+            load_keys(settings.api_keys)
+    except (UnsafeBindError, KeysError) as exc:
+        return _fail(f"refusing to start: {exc}")
+    contract = _load(settings)
+    if contract is None:
+        return 1
+    try:
+        asyncio.run(_prepare_database(settings.database_url))
+    except DatabaseUnavailable as exc:
+        return _fail(str(exc))
+    uvicorn.run(create_app(settings, contract), host=settings.host, port=settings.port)
+    return 0
+
+
+def _db_upgrade(settings: Settings) -> int:
+    try:
+        asyncio.run(_prepare_database(settings.database_url))
+    except DatabaseUnavailable as exc:
+        return _fail(str(exc))
+    print("database is at the latest migration", file=sys.stderr)
+    return 0
+
+
+def _registry_check(paths: Sequence[Path], allowed_modules: Sequence[str] | None) -> int:
+    try:
+        contract = load_contract(paths, allowed_modules)
+    except RegistryError as exc:
+        for problem in exc.problems:
+            print(problem)
+        print(f"{len(exc.problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(contract.hash)
+    return 0
+
+
+def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
+    if settings.api_keys is None:
+        return _fail("no keys file: use --api-keys PATH or TOOLLOOP_API_KEYS")
+    try:
+        key = create_key(settings.api_keys, name, scopes)
+    except KeysError as exc:
+        return _fail(str(exc))
+    print(key)
+    print(f"created key {name!r}; only its hash is stored in {settings.api_keys}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = _build_parser().parse_args(argv)
+    if args.command == "registry":
+        return _registry_check(args.paths, args.allowed_modules)
+    try:
+        settings = _settings(args)
+    except ValidationError as exc:
+        return _fail(f"invalid settings: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}")
+    if args.command == "serve":
+        return _serve(settings)
+    if args.command == "keys":
+        return _keys_create(settings, args.name, args.scopes)
+    return _db_upgrade(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
