@@ -45,6 +45,3 @@ class ResultCache:
             created_at=created,
             expires_at=None if ttl is None else created + timedelta(seconds=ttl),
         )
-
-    async def put(self, entry: CachedOutput) -> None:
-        await self._store.put(entry)

@@ -180,7 +180,7 @@ class Engine:
         return out[0]
 
     async def drain(self) -> None:
-        """Wait for pending cache writes and evidence hooks."""
+        """Wait for pending evidence hooks."""
         await self._pipeline.drain()
 
     async def aclose(self) -> None:

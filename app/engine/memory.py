@@ -13,11 +13,18 @@ from app.engine.receipt import Receipt
 
 
 class MemoryReceiptSink:
-    def __init__(self) -> None:
+    def __init__(self, cache: MemoryCacheStore | None = None) -> None:
         self.receipts: list[Receipt] = []
+        self._cache = cache
 
-    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
         self.receipts.append(receipt)
+        if cache_entry is not None and self._cache is not None:
+            self._cache.entries[(cache_entry.fingerprint, cache_entry.definition_hash)] = (
+                cache_entry
+            )
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
@@ -42,6 +49,3 @@ class MemoryCacheStore:
 
     async def get(self, fingerprint: str, definition_hash: str) -> CachedOutput | None:
         return self.entries.get((fingerprint, definition_hash))
-
-    async def put(self, entry: CachedOutput) -> None:
-        self.entries[(entry.fingerprint, entry.definition_hash)] = entry

@@ -182,7 +182,7 @@ class CallPipeline:
         return []
 
     async def drain(self) -> None:
-        """Wait for every pending cache write and evidence delivery."""
+        """Wait for every pending evidence delivery."""
         while self._background:
             await asyncio.wait(tuple(self._background))
 
@@ -328,14 +328,14 @@ class CallPipeline:
                     "error": error_detail(error),
                 },
             )
-        durable = self._receipts.submit(receipt)
-        state.pending.append(durable)
         entry = None
         cache = self._cache
         if tool.cacheable and cache is not None and cache_source is None and receipt.succeeded:
             entry = cache.entry_for(tool, receipt)
-        if entry is not None or self._evidence:
-            task = asyncio.create_task(self._after_commit(state, durable, receipt, entry))
+        durable = self._receipts.submit(receipt, entry)
+        state.pending.append(durable)
+        if self._evidence:
+            task = asyncio.create_task(self._after_commit(state, durable, receipt))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return receipt
@@ -345,30 +345,12 @@ class CallPipeline:
         state: RunState,
         durable: asyncio.Future[None],
         receipt: Receipt,
-        entry: CachedOutput | None,
     ) -> None:
         # wait(), not await: cancelling this task must not cancel the sink's future.
         await asyncio.wait((durable,))
         if durable.cancelled() or durable.exception() is not None:
             return  # not durable: the run's flush reports the write failure
-        if entry is not None and self._cache is not None:
-            try:
-                await self._cache.put(entry)
-            except Exception as exc:
-                self._auditor.call_event(
-                    AuditKind.CACHE_WRITE_FAILED,
-                    self._clock(),
-                    state,
-                    receipt.tool,
-                    receipt.call_key,
-                    receipt.item_key,
-                    {
-                        "receipt_id": receipt.receipt_id,
-                        "error": redact_text(f"{type(exc).__name__}: {exc}"),
-                    },
-                )
-        if self._evidence:
-            await self._evidence.deliver(state, receipt)
+        await self._evidence.deliver(state, receipt)
 
     def _audit(
         self, kind: AuditKind, at: datetime, call: Call, detail: dict[str, Any] | None

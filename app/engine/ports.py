@@ -24,7 +24,6 @@ class AuditKind(StrEnum):
     CALL_CACHE_HIT = "call.cache_hit"
     DISPATCH_REJECTED = "dispatch.rejected"
     EVIDENCE_FAILED = "evidence.failed"
-    CACHE_WRITE_FAILED = "cache.write_failed"
 
 
 class AuditEvent(NamedTuple):
@@ -55,10 +54,15 @@ class CachedOutput:
 
 
 class ReceiptSink(Protocol):
-    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
         """Queue `receipt.to_stored()` for writing; the future resolves once it is durable.
 
-        Must not block: the engine keeps running calls while writes are batched.
+        A cache entry sourced from this receipt is written in the same transaction,
+        so the cache never names a receipt that was lost, and a plan that answered
+        has its cache entries in place. Must not block: the engine keeps running
+        calls while writes are batched.
         """
         ...
 
@@ -72,8 +76,4 @@ class AuditSink(Protocol):
 class CacheStore(Protocol):
     def get(self, fingerprint: str, definition_hash: str) -> Awaitable[CachedOutput | None]:
         """The entry for this exact call and tool definition, expired or not."""
-        ...
-
-    def put(self, entry: CachedOutput) -> Awaitable[None]:
-        """Insert or replace the entry for (fingerprint, definition_hash)."""
         ...

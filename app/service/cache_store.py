@@ -1,4 +1,4 @@
-"""The engine's result cache, kept in the database so every replica shares it."""
+"""Cache lookups for the engine; entries are written with their receipts (see writer)."""
 
 from __future__ import annotations
 
@@ -30,15 +30,3 @@ class DatabaseCacheStore:
             created_at=entry.created_at,
             expires_at=entry.expires_at,
         )
-
-    async def put(self, entry: CachedOutput) -> None:
-        async with self._sessions.begin() as session:
-            await CacheRepository(session).put(
-                fingerprint=entry.fingerprint,
-                definition_hash=entry.definition_hash,
-                tool=entry.tool,
-                output=entry.output,
-                source_receipt_id=entry.source_receipt_id,
-                expires_at=entry.expires_at,
-                created_at=entry.created_at,
-            )

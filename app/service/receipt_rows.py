@@ -1,10 +1,14 @@
-"""Rows for the store from the engine's receipts and audit events (always the redacted copy)."""
+"""Rows for the store from the engine's receipts, cache entries and audit events.
+
+Receipts are always the redacted copy; the engine only caches outputs that
+redaction leaves unchanged.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.engine.ports import AuditEvent
+from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
 
 
@@ -33,6 +37,18 @@ def receipt_row(receipt: Receipt) -> dict[str, Any]:
         "started_at": receipt.started_at,
         "finished_at": receipt.finished_at,
         "duration_ms": receipt.duration_ms,
+    }
+
+
+def cache_entry_row(entry: CachedOutput) -> dict[str, Any]:
+    return {
+        "fingerprint": entry.fingerprint,
+        "definition_hash": entry.definition_hash,
+        "tool": entry.tool,
+        "output": entry.output,
+        "source_receipt_id": entry.source_receipt_id,
+        "created_at": entry.created_at,
+        "expires_at": entry.expires_at,
     }
 
 

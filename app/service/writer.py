@@ -1,4 +1,4 @@
-"""Group commit: receipts and audit events from every running plan share transactions.
+"""Group commit: receipts, their cache entries and audit events share transactions.
 
 The engine submits a receipt and goes on; the writer collects whatever arrived
 while the previous transaction was committing (plus a short linger) and writes
@@ -15,10 +15,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.ports import AuditEvent
+from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
-from app.service.receipt_rows import audit_row, receipt_row
+from app.service.receipt_rows import audit_row, cache_entry_row, receipt_row
 from app.store.repositories.audit import AuditRepository
+from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 
 logger = logging.getLogger("toolloop.writer")
@@ -35,7 +36,9 @@ class GroupCommitWriter:
         self._sessions = sessions
         self._linger_s = linger_s
         self._max_batch = max_batch
-        self._receipts: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
+        self._receipts: list[
+            tuple[dict[str, Any], dict[str, Any] | None, asyncio.Future[None]]
+        ] = []
         self._audit: list[dict[str, Any]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -46,12 +49,15 @@ class GroupCommitWriter:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolloop-group-commit")
 
-    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._closing:
             future.set_exception(RuntimeError("the receipt writer is closed"))
             return future
-        self._receipts.append((receipt_row(receipt), future))
+        cache_row = None if cache_entry is None else cache_entry_row(cache_entry)
+        self._receipts.append((receipt_row(receipt), cache_row, future))
         self._wake.set()
         return future
 
@@ -104,14 +110,17 @@ class GroupCommitWriter:
         audit, self._audit = self._audit[: self._max_batch], self._audit[self._max_batch :]
         try:
             async with self._sessions.begin() as session:
-                await ReceiptRepository(session).add_many([row for row, _ in batch])
+                await ReceiptRepository(session).add_many([row for row, _, _ in batch])
+                cache_rows = [row for _, row, _ in batch if row is not None]
+                if cache_rows:
+                    await CacheRepository(session).put_many(cache_rows)
                 await AuditRepository(session).add_many(audit)
         except Exception as exc:  # resolved into every waiting plan, which reports it
             logger.error("group commit of %d receipts failed: %s", len(batch), exc)
-            for _, future in batch:
+            for _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for _, future in batch:
+        for _, _, future in batch:
             if not future.done():
                 future.set_result(None)

@@ -12,7 +12,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "registries" / "example.yml"
 def test_example_registry_is_valid() -> None:
     contract = load_contract([EXAMPLE], allowed_modules=["demo_app"])
     owner = contract.owners["text-worker"]
-    assert set(owner.tools) == {"normalize_text", "word_count", "slow_lookup", "summarize"}
+    assert {"normalize_text", "word_count", "slow_lookup", "summarize", "analyze_text"} <= set(
+        owner.tools
+    )
     assert set(owner.runner_defaults.allowed_tools) == set(owner.tools)
     assert contract.tools["slow_lookup"].target.is_async
     assert contract.tools["normalize_text"].effect is Effect.READ

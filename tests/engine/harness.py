@@ -147,9 +147,9 @@ def build_harness(
     clock: Callable[[], datetime] | None = None,
     worker_threads: int = 4,
 ) -> Harness:
-    sink = receipts if receipts is not None else MemoryReceiptSink()
-    audit = MemoryAuditSink()
     store = cache if cache is not None else MemoryCacheStore()
+    sink = receipts if receipts is not None else MemoryReceiptSink(store)
+    audit = MemoryAuditSink()
     options: dict[str, Any] = {}
     if clock is not None:
         options["clock"] = clock

@@ -9,6 +9,7 @@ import pytest
 
 from app.engine import CallRejected
 from app.engine.errors import ReceiptWriteFailed
+from app.engine.ports import CachedOutput
 from app.engine.receipt import Receipt, Status
 from app.engine.run import RunKind
 from tests.engine import engine_tools
@@ -45,7 +46,9 @@ async def test_run_call_refuses_tools_the_owner_may_not_call(
 
 
 class FailingSink:
-    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_exception(OSError("disk full"))
         return future

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from app.engine.ports import AuditKind
+from app.engine.ports import AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
 from tests.engine import engine_tools
 from tests.engine.harness import tool, until
@@ -18,7 +18,9 @@ class GatedSink:
         self.receipts: list[Receipt] = []
         self.futures: list[asyncio.Future[None]] = []
 
-    def submit(self, receipt: Receipt) -> asyncio.Future[None]:
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.receipts.append(receipt)
         self.futures.append(future)

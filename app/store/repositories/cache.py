@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -36,15 +37,26 @@ class CacheRepository(Repository):
         created_at: datetime | None = None,
     ) -> None:
         """Store the entry, replacing any entry for the same key."""
-        statement = self.dialect_insert(CacheEntry).values(
-            fingerprint=fingerprint,
-            definition_hash=definition_hash,
-            tool=tool,
-            output=output,
-            source_receipt_id=source_receipt_id,
-            created_at=created_at or utc_now(),
-            expires_at=expires_at,
+        await self.put_many(
+            [
+                {
+                    "fingerprint": fingerprint,
+                    "definition_hash": definition_hash,
+                    "tool": tool,
+                    "output": output,
+                    "source_receipt_id": source_receipt_id,
+                    "created_at": created_at or utc_now(),
+                    "expires_at": expires_at,
+                }
+            ]
         )
+
+    async def put_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Upsert entries in one executemany; for a key given twice the last row wins."""
+        latest = {(row["fingerprint"], row["definition_hash"]): row for row in rows}
+        if not latest:
+            return
+        statement = self.dialect_insert(CacheEntry)
         statement = statement.on_conflict_do_update(
             index_elements=[CacheEntry.fingerprint, CacheEntry.definition_hash],
             set_={
@@ -55,7 +67,7 @@ class CacheRepository(Repository):
                 "expires_at": statement.excluded.expires_at,
             },
         )
-        await self.session.execute(statement)
+        await self.session.execute(statement, list(latest.values()))
 
     async def delete_expired(self, now: datetime) -> int:
         result = await self.session.execute(
