@@ -7,6 +7,8 @@ import re
 import unicodedata
 from typing import Any
 
+from app.engine import current_call
+
 _GLOSSARY = {
     "toolloop": "A governed execution service for registered tools.",
     "receipt": "The durable record of one tool call.",
@@ -49,3 +51,15 @@ def summarize(text: str, max_words: int = 12) -> dict[str, Any]:
         "failure_kind": None,
         "diagnosis_facts": {"words": len(words)},
     }
+
+
+async def analyze_text(text: str) -> dict[str, Any]:
+    """A registered production router: dispatches its work to other registered tools."""
+    call = current_call()
+    normalized = await call.dispatch("normalize_text", {"text": text})
+    if not normalized.succeeded:
+        raise RuntimeError(f"normalize_text ended {normalized.status}")
+    counted = await call.dispatch("word_count", {"text": normalized.output["text"]})
+    if not counted.succeeded:
+        raise RuntimeError(f"word_count ended {counted.status}")
+    return {"text": normalized.output["text"], "words": counted.output["words"]}
