@@ -85,6 +85,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
             await InstanceRepository(session).register(
                 instance_id, hostname=socket.gethostname(), pid=os.getpid()
             )
+        await _forget_dead_local_instances(sessions)
         await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
     except BaseException:
         await database.dispose()
@@ -120,6 +121,29 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     return runtime
 
 
+async def _forget_dead_local_instances(sessions: async_sessionmaker[AsyncSession]) -> None:
+    """Drop instance rows of processes on this host that no longer exist.
+
+    Their runs then count as orphaned at once, instead of after the heartbeat
+    goes stale. A reused pid only delays that to the stale-heartbeat sweep.
+    """
+    async with sessions.begin() as session:
+        instances = InstanceRepository(session)
+        for instance in await instances.list_for_host(socket.gethostname()):
+            if not _process_exists(instance.pid):
+                await instances.remove(instance.id)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 async def _mark_interrupted(
     sessions: async_sessionmaker[AsyncSession], instance_id: str, stale_after_s: float
 ) -> int:
@@ -140,7 +164,12 @@ async def _keep_alive(runtime: Runtime) -> None:
         await asyncio.sleep(interval)
         try:
             async with runtime.sessions.begin() as session:
-                await InstanceRepository(session).heartbeat(runtime.instance_id)
+                instances = InstanceRepository(session)
+                if not await instances.heartbeat(runtime.instance_id):
+                    # Another process judged this one dead; it is alive, so say so again.
+                    await instances.register(
+                        runtime.instance_id, hostname=socket.gethostname(), pid=os.getpid()
+                    )
             await _mark_interrupted(
                 runtime.sessions, runtime.instance_id, runtime.settings.instance_stale_after_s
             )

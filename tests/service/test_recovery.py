@@ -1,7 +1,13 @@
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from app.api.app import create_app
 from app.settings import Settings
@@ -76,3 +82,49 @@ async def test_runs_left_running_by_a_gone_process_are_interrupted_at_start(
     ]
     assert alive is not None
     assert alive.status == "running"
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(finished.stdout)
+
+
+async def test_runs_of_a_dead_process_on_this_host_are_interrupted_without_waiting(
+    database_url: str, dead_pid: int
+) -> None:
+    settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=database_url)
+    first = create_app(settings)
+    async with first.router.lifespan_context(first):
+        runtime = first.state.runtime
+        async with runtime.sessions.begin() as session:
+            await InstanceRepository(session).register(
+                "crashed-just-now", hostname=socket.gethostname(), pid=dead_pid
+            )
+            await RunRepository(session).create(
+                id="fresh-orphan",
+                kind="sequential",
+                owner="text-worker",
+                contract_hash=runtime.contract.hash,
+                instance_id="crashed-just-now",
+            )
+            await InstanceRepository(session).register(
+                "me-too", hostname=socket.gethostname(), pid=os.getpid()
+            )
+
+    second = create_app(settings)
+    async with (
+        second.router.lifespan_context(second),
+        second.state.runtime.sessions() as session,
+    ):
+        run = await RunRepository(session).get("fresh-orphan")
+        still_registered = await InstanceRepository(session).get("me-too")
+    assert run is not None
+    assert run.status == "interrupted"
+    assert still_registered is not None

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 
 from app.store.models import ServiceInstance
 from app.store.repositories.base import Repository, rowcount
@@ -32,6 +32,10 @@ class InstanceRepository(Repository):
             .values(heartbeat_at=now or utc_now())
         )
         return rowcount(result) == 1
+
+    async def list_for_host(self, hostname: str) -> list[ServiceInstance]:
+        statement = select(ServiceInstance).where(ServiceInstance.hostname == hostname)
+        return list((await self.session.scalars(statement)).all())
 
     async def remove(self, instance_id: str) -> bool:
         result = await self.session.execute(
