@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import health, plans, tools
+from app.api import health, plans, receipts, runs, tools
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.problems import install_problem_handlers
 from app.contract import Contract, load_contract
@@ -47,4 +47,6 @@ def create_app(settings: Settings | None = None, contract: Contract | None = Non
     app.include_router(health.router)
     app.include_router(tools.router)
     app.include_router(plans.router)
+    app.include_router(runs.router)
+    app.include_router(receipts.router)
     return app

@@ -7,7 +7,8 @@ runs and receipts the viewer may see.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,11 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.service.errors import ServiceError, StorageUnavailable
 from app.store.models import AuditEvent, Receipt, Run
 from app.store.repositories.audit import AuditRepository
-from app.store.repositories.pagination import Keyset
+from app.store.repositories.pagination import Keyset as Keyset
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 
 K = TypeVar("K")
+R = TypeVar("R")
+
+logger = logging.getLogger("toolloop.reads")
 
 RECEIPT_STATUSES = ("succeeded", "failed", "timed_out", "skipped", "denied")
 
@@ -80,8 +84,7 @@ class ReadService:
             run = await self._visible_run(session, run_id, viewer)
             counts = await ReceiptRepository(session).count_by_status(run_id)
         view = run_view(run)
-        view["receipt_counts"] = {status: counts.get(status, 0) for status in RECEIPT_STATUSES}
-        view["receipt_counts"].update(counts)
+        view["receipt_counts"] = dict.fromkeys(RECEIPT_STATUSES, 0) | counts
         view["receipt_count"] = sum(counts.values())
         view["outcome"] = run.outcome
         return view
@@ -90,9 +93,9 @@ class ReadService:
         self, filters: RunFilters, viewer: RunViewer, *, limit: int, after: Keyset | None
     ) -> Listing[Keyset]:
         visible = viewer.visible_run_creator
-        caller = filters.caller if visible is None else visible
         if visible is not None and filters.caller not in (None, visible):
             return Listing(items=[], next=None)
+        caller = filters.caller if visible is None else visible
         async with self._session() as session:
             page = await RunRepository(session).list_page(
                 limit=limit,
@@ -114,11 +117,7 @@ class ReadService:
             rows = await ReceiptRepository(session).list_for_run(
                 run_id, after_seq=after_seq, limit=limit + 1
             )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Listing(
-            items=[receipt_view(row) for row in rows], next=rows[-1].seq if more else None
-        )
+        return _in_run_order(rows, limit, receipt_view, lambda receipt: receipt.seq)
 
     async def list_receipts(
         self, filters: ReceiptFilters, viewer: RunViewer, *, limit: int, after: Keyset | None
@@ -147,9 +146,7 @@ class ReadService:
             rows = await AuditRepository(session).list_for_run(
                 run_id, after_id=after_id, limit=limit + 1
             )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Listing(items=[audit_view(row) for row in rows], next=rows[-1].id if more else None)
+        return _in_run_order(rows, limit, audit_view, lambda event: event.id)
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
@@ -157,7 +154,8 @@ class ReadService:
             async with self.sessions() as session:
                 yield session
         except SQLAlchemyError as exc:
-            raise StorageUnavailable(f"the store could not be read: {exc}") from exc
+            logger.error("a read from the store failed: %s", exc)
+            raise StorageUnavailable("The store could not be read; retry shortly.") from exc
 
     @staticmethod
     async def _visible_run(session: AsyncSession, run_id: str, viewer: RunViewer) -> Run:
@@ -165,6 +163,18 @@ class ReadService:
         if run is None or not viewer.can_see_run(run.caller):
             raise RunNotFound(run_id)
         return run
+
+
+def _in_run_order(
+    rows: Sequence[R],
+    limit: int,
+    render: Callable[[R], dict[str, Any]],
+    position: Callable[[R], int],
+) -> Listing[int]:
+    """A page from `limit + 1` rows fetched in order: the extra row only says more follow."""
+    page = rows[:limit]
+    more = len(rows) > limit
+    return Listing(items=[render(row) for row in page], next=position(page[-1]) if more else None)
 
 
 def _iso(moment: datetime | None) -> str | None:

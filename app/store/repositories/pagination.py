@@ -44,6 +44,21 @@ def newest_first(
     return statement.order_by(created_at.desc(), id_.desc()).limit(limit + 1)
 
 
+def created_within(
+    statement: Select[Any],
+    created_at: InstrumentedAttribute[datetime],
+    *,
+    since: datetime | None,
+    until: datetime | None,
+) -> Select[Any]:
+    """Keep rows created at or after `since` and strictly before `until`."""
+    if since is not None:
+        statement = statement.where(created_at >= since)
+    if until is not None:
+        statement = statement.where(created_at < until)
+    return statement
+
+
 def to_page(rows: Sequence[T], limit: int, keyset: Callable[[T], Keyset]) -> Page[T]:
     items = list(rows[:limit])
     if len(rows) <= limit or not items:

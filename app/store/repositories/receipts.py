@@ -1,13 +1,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
-from app.store.models import Receipt
+from app.store.models import Receipt, Run
 from app.store.repositories.base import Repository
-from app.store.repositories.pagination import Keyset, Page, newest_first, to_page
+from app.store.repositories.pagination import (
+    Keyset,
+    Page,
+    created_within,
+    newest_first,
+    to_page,
+)
 
 
 class ReceiptRepository(Repository):
@@ -19,9 +26,23 @@ class ReceiptRepository(Repository):
     async def get(self, receipt_id: str) -> Receipt | None:
         return await self.session.get(Receipt, receipt_id)
 
-    async def list_for_run(self, run_id: str) -> list[Receipt]:
-        statement = select(Receipt).where(Receipt.run_id == run_id).order_by(Receipt.seq)
+    async def list_for_run(
+        self, run_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[Receipt]:
+        """The run's receipts in `seq` order (input order), starting after `after_seq`."""
+        statement = select(Receipt).where(Receipt.run_id == run_id)
+        if after_seq is not None:
+            statement = statement.where(Receipt.seq > after_seq)
+        statement = statement.order_by(Receipt.seq).limit(limit)
         return list((await self.session.scalars(statement)).all())
+
+    async def count_by_status(self, run_id: str) -> dict[str, int]:
+        statement = (
+            select(Receipt.status, func.count())
+            .where(Receipt.run_id == run_id)
+            .group_by(Receipt.status)
+        )
+        return dict((await self.session.execute(statement)).all())
 
     async def list_page(
         self,
@@ -32,7 +53,17 @@ class ReceiptRepository(Repository):
         tool: str | None = None,
         owner: str | None = None,
         status: str | None = None,
+        item_key: str | None = None,
+        cache_hit: bool | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        run_caller: str | None = None,
     ) -> Page[Receipt]:
+        """Receipts newest first; `since` is inclusive and `until` exclusive, on `created_at`.
+
+        `run_caller` keeps the receipts of runs that caller created (a semi-join on
+        `runs.caller`, served by its index).
+        """
         statement = select(Receipt)
         if run_id is not None:
             statement = statement.where(Receipt.run_id == run_id)
@@ -42,6 +73,15 @@ class ReceiptRepository(Repository):
             statement = statement.where(Receipt.owner == owner)
         if status is not None:
             statement = statement.where(Receipt.status == status)
+        if item_key is not None:
+            statement = statement.where(Receipt.item_key == item_key)
+        if cache_hit is not None:
+            statement = statement.where(Receipt.cache_hit == cache_hit)
+        if run_caller is not None:
+            statement = statement.where(
+                Receipt.run_id.in_(select(Run.id).where(Run.caller == run_caller))
+            )
+        statement = created_within(statement, Receipt.created_at, since=since, until=until)
         statement = newest_first(
             statement, Receipt.created_at, Receipt.id, limit=limit, after=after
         )

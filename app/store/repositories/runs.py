@@ -7,7 +7,13 @@ from sqlalchemy import select, update
 
 from app.store.models import Run, ServiceInstance
 from app.store.repositories.base import Repository, rowcount
-from app.store.repositories.pagination import Keyset, Page, newest_first, to_page
+from app.store.repositories.pagination import (
+    Keyset,
+    Page,
+    created_within,
+    newest_first,
+    to_page,
+)
 from app.store.types import utc_now
 
 RUNNING = "running"
@@ -106,7 +112,11 @@ class RunRepository(Repository):
         owner: str | None = None,
         status: str | None = None,
         caller: str | None = None,
+        kind: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> Page[Run]:
+        """Runs newest first; `since` is inclusive and `until` exclusive, on `created_at`."""
         statement = select(Run)
         if owner is not None:
             statement = statement.where(Run.owner == owner)
@@ -114,6 +124,9 @@ class RunRepository(Repository):
             statement = statement.where(Run.status == status)
         if caller is not None:
             statement = statement.where(Run.caller == caller)
+        if kind is not None:
+            statement = statement.where(Run.kind == kind)
+        statement = created_within(statement, Run.created_at, since=since, until=until)
         statement = newest_first(statement, Run.created_at, Run.id, limit=limit, after=after)
         rows = (await self.session.scalars(statement)).all()
         return to_page(rows, limit, lambda run: Keyset(run.created_at, run.id))

@@ -1,0 +1,95 @@
+"""Opaque list cursors: unpadded urlsafe base64 of a compact JSON document.
+
+A cursor names the listing it belongs to and the position of the last item
+served: `{"l": listing, "t": created_at, "i": id}` for newest-first listings,
+`{"l": listing, "p": n}` for listings in a run's own order (receipt `seq`,
+audit event id). Anything else (bad base64, a non-canonical encoding, another
+listing's cursor, missing, extra or mistyped fields) is a 422 naming the
+`cursor` parameter. Cursors are not signed: forging one only moves where a
+page starts; filters and visibility still apply.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from app.api.problems import InvalidRequest, ProblemItem
+from app.service.reads import Keyset
+
+CURSOR_POINTER = "/cursor"
+MAX_CURSOR_CHARS = 512
+MAX_ID_CHARS = 64
+MAX_SEQ = 2**31 - 1
+MAX_AUDIT_ID = 2**63 - 1
+
+
+def keyset_cursor(listing: str, keyset: Keyset) -> str:
+    moment = keyset.created_at.astimezone(UTC).isoformat()
+    return _encode({"l": listing, "t": moment, "i": keyset.id})
+
+
+def position_cursor(listing: str, position: int) -> str:
+    return _encode({"l": listing, "p": position})
+
+
+def parse_keyset_cursor(listing: str, cursor: str | None) -> Keyset | None:
+    if cursor is None:
+        return None
+    document = _decode(listing, cursor, {"l", "t", "i"})
+    moment, id_ = document["t"], document["i"]
+    if not isinstance(moment, str) or not _is_id(id_):
+        raise _invalid()
+    try:
+        created_at = datetime.fromisoformat(moment)
+        if created_at.tzinfo is None:
+            raise _invalid()
+        return Keyset(created_at=created_at.astimezone(UTC), id=id_)
+    except (ValueError, OverflowError):
+        raise _invalid() from None
+
+
+def parse_position_cursor(listing: str, cursor: str | None, *, maximum: int) -> int | None:
+    """`maximum` is the largest value the position's column holds."""
+    if cursor is None:
+        return None
+    position = _decode(listing, cursor, {"l", "p"})["p"]
+    if type(position) is not int or not 0 <= position <= maximum:
+        raise _invalid()
+    return position
+
+
+def _encode(document: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(document)).rstrip(b"=").decode("ascii")
+
+
+def _decode(listing: str, cursor: str, fields: set[str]) -> dict[str, Any]:
+    if not cursor or len(cursor) > MAX_CURSOR_CHARS or not cursor.isascii():
+        raise _invalid()
+    padded = cursor + "=" * (-len(cursor) % 4)
+    try:
+        raw = base64.b64decode(padded, altchars=b"-_", validate=True)
+        document = orjson.loads(raw)
+    except (binascii.Error, ValueError):
+        raise _invalid() from None
+    if (
+        not isinstance(document, dict)
+        or document.keys() != fields
+        or document["l"] != listing
+        or _encode(document) != cursor
+    ):
+        raise _invalid()
+    return document
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and value.isprintable()
+
+
+def _invalid() -> InvalidRequest:
+    message = "The cursor is not one this listing issued; start again without a cursor."
+    return InvalidRequest("The request is invalid.", errors=[ProblemItem(CURSOR_POINTER, message)])

@@ -1,0 +1,149 @@
+"""`GET /runs`, `GET /runs/{run_id}` and the run's receipts and audit events.
+
+A key sees only the runs it created unless it holds `runs:read:all` (or
+`admin`); anyone else's run answers 404, as if it did not exist. A run's
+receipts (by `seq`, input order) and audit events (in write order) are pages
+of 500 by default, 1,000 at most; `GET /runs` pages newest first, 50 by
+default, 500 at most.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Path, Query
+
+from app.api.auth import RunsReader
+from app.api.deps import RuntimeDep
+from app.api.pagination import (
+    MAX_AUDIT_ID,
+    MAX_SEQ,
+    keyset_cursor,
+    parse_keyset_cursor,
+    parse_position_cursor,
+    position_cursor,
+)
+from app.api.problems import NotFound
+from app.api.responses import FastJSONResponse
+from app.api.schemas.runs import (
+    DEFAULT_PAGE,
+    DEFAULT_RUN_PAGE,
+    LIST_PROBLEMS,
+    MAX_PAGE,
+    MAX_RUN_PAGE,
+    RUN_PROBLEMS,
+    AuditPage,
+    Cursor,
+    FilterText,
+    ReceiptPage,
+    RunKind,
+    RunOut,
+    RunPage,
+    RunStatus,
+    Since,
+    Text,
+    Until,
+)
+from app.service.reads import ReadService, RunFilters, RunNotFound
+
+T = TypeVar("T")
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+RunPath = Annotated[Text, Path()]
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+RunPageLimit = Annotated[int, Query(ge=1, le=MAX_RUN_PAGE)]
+
+
+async def _visible(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except RunNotFound:
+        raise NotFound("There is no run with this id.") from None
+
+
+@router.get(
+    "",
+    operation_id="listRuns",
+    response_class=FastJSONResponse,
+    responses={200: {"model": RunPage}, **LIST_PROBLEMS},
+)
+async def list_runs(
+    runtime: RuntimeDep,
+    viewer: RunsReader,
+    owner: FilterText = None,
+    status: Annotated[RunStatus | None, Query()] = None,
+    kind: Annotated[RunKind | None, Query()] = None,
+    caller: Annotated[
+        FilterText,
+        Query(description="The creating key's name; other keys only ever see their own runs."),
+    ] = None,
+    since: Since = None,
+    until: Until = None,
+    limit: PageLimit = DEFAULT_PAGE,
+    cursor: Cursor = None,
+) -> FastJSONResponse:
+    after = parse_keyset_cursor("runs", cursor)
+    filters = RunFilters(
+        owner=owner, status=status, kind=kind, caller=caller, since=since, until=until
+    )
+    listing = await ReadService(runtime.sessions).list_runs(
+        filters, viewer, limit=limit, after=after
+    )
+    next_cursor = None if listing.next is None else keyset_cursor("runs", listing.next)
+    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+
+
+@router.get(
+    "/{run_id}",
+    operation_id="getRun",
+    response_class=FastJSONResponse,
+    responses={200: {"model": RunOut}, **RUN_PROBLEMS},
+)
+async def get_run(runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath) -> FastJSONResponse:
+    return FastJSONResponse(await _visible(ReadService(runtime.sessions).get_run(run_id, viewer)))
+
+
+@router.get(
+    "/{run_id}/receipts",
+    operation_id="listRunReceipts",
+    response_class=FastJSONResponse,
+    responses={200: {"model": ReceiptPage}, **RUN_PROBLEMS},
+)
+async def list_run_receipts(
+    runtime: RuntimeDep,
+    viewer: RunsReader,
+    run_id: RunPath,
+    limit: RunPageLimit = DEFAULT_RUN_PAGE,
+    cursor: Cursor = None,
+) -> FastJSONResponse:
+    after = parse_position_cursor("run-receipts", cursor, maximum=MAX_SEQ)
+    listing = await _visible(
+        ReadService(runtime.sessions).list_run_receipts(
+            run_id, viewer, limit=limit, after_seq=after
+        )
+    )
+    next_cursor = None if listing.next is None else position_cursor("run-receipts", listing.next)
+    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+
+
+@router.get(
+    "/{run_id}/audit",
+    operation_id="listRunAudit",
+    response_class=FastJSONResponse,
+    responses={200: {"model": AuditPage}, **RUN_PROBLEMS},
+)
+async def list_run_audit(
+    runtime: RuntimeDep,
+    viewer: RunsReader,
+    run_id: RunPath,
+    limit: RunPageLimit = DEFAULT_RUN_PAGE,
+    cursor: Cursor = None,
+) -> FastJSONResponse:
+    after = parse_position_cursor("run-audit", cursor, maximum=MAX_AUDIT_ID)
+    listing = await _visible(
+        ReadService(runtime.sessions).list_run_audit(run_id, viewer, limit=limit, after_id=after)
+    )
+    next_cursor = None if listing.next is None else position_cursor("run-audit", listing.next)
+    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
