@@ -48,6 +48,17 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
     serve.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
     serve.add_argument("--api-keys", type=Path, help="API keys file (env TOOLLOOP_API_KEYS)")
+    serve.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="env TOOLLOOP_LOG_LEVEL, default INFO",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        help="json lines (default) or text (env TOOLLOOP_LOG_FORMAT); both redacted",
+    )
 
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -80,6 +91,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         "port",
         "profiles",
         "api_keys",
+        "log_level",
+        "log_format",
     )
     overrides: dict[str, Any] = {
         key: getattr(args, key) for key in keys if getattr(args, key, None) is not None
@@ -120,6 +133,7 @@ def _serve(settings: Settings) -> int:
     import uvicorn
 
     from app.api.app import create_app
+    from app.observability.logging import configure_logging
 
     try:
         check_open_bind(settings.host, settings.api_keys is not None)
@@ -130,11 +144,19 @@ def _serve(settings: Settings) -> int:
     contract = _load(settings)
     if contract is None:
         return 1
+    configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(_prepare_database(settings.database_url))
     except DatabaseUnavailable as exc:
         return _fail(str(exc))
-    uvicorn.run(create_app(settings, contract), host=settings.host, port=settings.port)
+    # log_config=None keeps the redacting handler; the middleware logs each request.
+    uvicorn.run(
+        create_app(settings, contract),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+    )
     return 0
 
 

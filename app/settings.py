@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -45,6 +45,33 @@ class Settings(BaseSettings):
     group_commit_linger_s: float = Field(default=0.002, ge=0)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
+    # Idempotency keys are kept at least 24 hours (the floor), then purged.
+    idempotency_ttl_s: float = Field(default=86_400.0, ge=86_400.0)
+    idempotency_purge_interval_s: float = Field(default=600.0, gt=0)
+    run_events_heartbeat_s: float = Field(default=15.0, gt=0)
+    run_events_poll_s: float = Field(default=1.0, gt=0)
+
+    # Router runs: server limits, not App semantics. Request budgets may only narrow them.
+    router_max_turns: int = Field(default=16, gt=0)
+    router_deadline_s: float = Field(default=600.0, gt=0)
+    router_max_tokens: int | None = Field(default=None, gt=0)
+    router_max_completion_attempts: int = Field(default=5, gt=0)
+    router_max_steps: int = Field(default=100, gt=0)
+    router_max_goal_chars: int = Field(default=100_000, gt=0)
+    router_max_observation_chars: int = Field(default=4000, ge=200)
+    router_max_malformed_outputs: int = Field(default=3, ge=0)
+    router_max_duplicate_calls: int = Field(default=1, ge=0)
+    router_max_budget_breaches: int = Field(default=1, ge=0)
+    router_max_same_tool_streak: int = Field(default=8, gt=0)
+    router_final_attempts: int = Field(default=2, gt=0)
+    router_max_parallel_calls: int = Field(default=8, gt=0)
+    router_policy_timeout_s: float = Field(default=10.0, gt=0)
+    llm_max_attempts: int = Field(default=4, gt=0)
+    llm_backoff_s: float = Field(default=1.0, ge=0)
+    llm_backoff_max_s: float = Field(default=16.0, ge=0)
+    llm_retry_after_max_s: float = Field(default=60.0, ge=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = "json"
 
     @field_validator("registries", "allowed_modules", mode="before")
     @classmethod

@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +9,7 @@ import pytest
 
 from app.cli import main
 from app.contract import load_contract
+from tests.live_server import live_server
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_REGISTRY = REPO / "registries" / "example.yml"
@@ -100,43 +98,12 @@ def test_serve_exits_with_one_line_when_the_database_is_unreachable(tmp_path: Pa
     assert "Traceback" not in result.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_serve_answers_tools_over_real_http(tmp_path: Path) -> None:
-    port = _free_port()
-    env = {**os.environ, "TOOLLOOP_REGISTRIES": str(EXAMPLE_REGISTRY)}
-    process = subprocess.Popen(
-        [*TOOLLOOP, "serve", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        body = None
-        for _ in range(300):
-            try:
-                response = httpx.get(f"http://127.0.0.1:{port}/tools", timeout=1)
-            except httpx.TransportError:
-                if process.poll() is not None:
-                    break
-                time.sleep(0.1)
-                continue
-            body = response.json()
-            break
-        assert body is not None, process.stderr.read().decode() if process.stderr else ""
-        assert body["contract_hash"] == load_contract([EXAMPLE_REGISTRY]).hash
-        assert (tmp_path / "toolloop.db").exists()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        if process.stderr:
-            process.stderr.close()
+    env = {"TOOLLOOP_REGISTRIES": str(EXAMPLE_REGISTRY)}
+    with live_server(tmp_path, [], env=env) as base:
+        body = httpx.get(f"{base}/tools", timeout=10).json()
+    assert body["contract_hash"] == load_contract([EXAMPLE_REGISTRY]).hash
+    assert (tmp_path / "toolloop.db").exists()
 
 
 def test_serve_refuses_to_bind_beyond_loopback_without_keys(

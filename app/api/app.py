@@ -7,10 +7,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import health, plans, receipts, runs, tools
+from app.api import health, metrics, plans, receipts, router, run_control, runs, tools
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
+from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
 from app.contract import Contract, load_contract
+from app.observability.middleware import ObservabilityMiddleware
 from app.service.runtime import open_runtime
 from app.settings import Settings
 
@@ -43,10 +45,15 @@ def create_app(settings: Settings | None = None, contract: Contract | None = Non
         summary="Governed execution of registered tools with durable receipts.",
         lifespan=lifespan,
     )
+    app.add_middleware(ObservabilityMiddleware)
     install_problem_handlers(app)
+    install_openapi(app)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(tools.router)
     app.include_router(plans.router)
+    app.include_router(router.router)
     app.include_router(runs.router)
+    app.include_router(run_control.router)
     app.include_router(receipts.router)
     return app

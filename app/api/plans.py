@@ -1,16 +1,16 @@
-"""`POST /plans/sequential` and `POST /plans/parallel`."""
+"""`POST /plans/sequential` and `POST /plans/parallel` (see `run_start` for async and retries)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
+from starlette.responses import Response
 
 from app.api.auth import PlansCaller
 from app.api.body import parse_model, read_json
 from app.api.deps import RuntimeDep
-from app.api.problems import PROBLEM_RESPONSES
+from app.api.openapi import json_body
 from app.api.responses import FastJSONResponse
+from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
 from app.api.schemas.plans import (
     ParallelPlanIn,
     ParallelPlanOut,
@@ -21,44 +21,43 @@ from app.api.schemas.plans import (
 router = APIRouter(prefix="/plans", tags=["plans"])
 
 
-def _request_body(model: type[Any]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema()}},
-        }
-    }
-
-
 @router.post(
     "/sequential",
     operation_id="runSequentialPlan",
     response_class=FastJSONResponse,
-    responses={200: {"model": SequentialPlanOut}, **PROBLEM_RESPONSES},
-    openapi_extra=_request_body(SequentialPlanIn),
+    responses={200: {"model": SequentialPlanOut}, **RUN_START_RESPONSES},
+    openapi_extra=json_body(SequentialPlanIn, RUN_START_PARAMETERS),
 )
-async def run_sequential(
-    request: Request, runtime: RuntimeDep, principal: PlansCaller
-) -> FastJSONResponse:
+async def run_sequential(request: Request, runtime: RuntimeDep, principal: PlansCaller) -> Response:
     data = await read_json(
         request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
     )
     plan = parse_model(SequentialPlanIn, data).to_plan()
-    return FastJSONResponse(await runtime.plans.run_sequential(plan, caller=principal.name))
+    return await start_run(
+        request,
+        runtime,
+        principal,
+        data,
+        lambda claim: runtime.plans.open_sequential(plan, principal.name, claim),
+    )
 
 
 @router.post(
     "/parallel",
     operation_id="runParallelPlan",
     response_class=FastJSONResponse,
-    responses={200: {"model": ParallelPlanOut}, **PROBLEM_RESPONSES},
-    openapi_extra=_request_body(ParallelPlanIn),
+    responses={200: {"model": ParallelPlanOut}, **RUN_START_RESPONSES},
+    openapi_extra=json_body(ParallelPlanIn, RUN_START_PARAMETERS),
 )
-async def run_parallel(
-    request: Request, runtime: RuntimeDep, principal: PlansCaller
-) -> FastJSONResponse:
+async def run_parallel(request: Request, runtime: RuntimeDep, principal: PlansCaller) -> Response:
     data = await read_json(
         request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
     )
     plan = parse_model(ParallelPlanIn, data).to_plan()
-    return FastJSONResponse(await runtime.plans.run_parallel(plan, caller=principal.name))
+    return await start_run(
+        request,
+        runtime,
+        principal,
+        data,
+        lambda claim: runtime.plans.open_parallel(plan, principal.name, claim),
+    )

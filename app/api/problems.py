@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.service.errors import PlanRejected, StorageUnavailable
@@ -179,10 +180,23 @@ async def _on_storage_unavailable(_: Request, exc: Exception) -> JSONResponse:
     return problem_response(503, "storage-unavailable", str(exc), headers={"Retry-After": "5"})
 
 
+async def _on_database_unreachable(_: Request, exc: Exception) -> JSONResponse:
+    logger.warning("database unavailable: %s", type(exc).__name__)
+    return problem_response(
+        503,
+        "storage-unavailable",
+        "The database is unavailable; retry later.",
+        headers={"Retry-After": "5"},
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _on_problem)
     app.add_exception_handler(PlanRejected, _on_plan_rejected)
     app.add_exception_handler(StorageUnavailable, _on_storage_unavailable)
+    # Connection-level failures (server restarting, network gone) are transient.
+    app.add_exception_handler(OperationalError, _on_database_unreachable)
+    app.add_exception_handler(InterfaceError, _on_database_unreachable)
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_unexpected)

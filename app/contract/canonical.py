@@ -21,6 +21,8 @@ _ORJSON_MAX_INT = 2**64 - 1
 
 
 def canonical_json(value: Any) -> bytes:
+    if _orjson_ready(value, 0):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     return orjson.dumps(_normalize(value), option=orjson.OPT_SORT_KEYS)
 
 
@@ -34,6 +36,36 @@ def fingerprint(tool_id: str, args: Any) -> str:
 
 
 _PLAIN = frozenset({str, bool, type(None)})
+_READY_MAX_DEPTH = 32
+
+
+def _orjson_ready(value: Any, depth: int) -> bool:
+    """Whether orjson's own output for `value` is already canonical, so the copying
+    pass can be skipped: plain types only, 64-bit integers, non-integral finite floats."""
+    kind = type(value)
+    if kind is dict:
+        if depth > _READY_MAX_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or (
+                type(item) not in _PLAIN and not _orjson_ready(item, depth + 1)
+            ):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        if depth > _READY_MAX_DEPTH:
+            return False
+        for item in value:
+            if type(item) not in _PLAIN and not _orjson_ready(item, depth + 1):
+                return False
+        return True
+    if kind is int:
+        integer: int = value
+        return _ORJSON_MIN_INT <= integer <= _ORJSON_MAX_INT
+    if kind is float:
+        number: float = value
+        return math.isfinite(number) and not number.is_integer()
+    return kind in _PLAIN
 
 
 def _normalize(value: Any) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 
 from app.contract.compiled import RateLimit, Tool
 
@@ -40,20 +42,89 @@ class TokenBucket:
         self._updated = now
         return 0.0 if tokens >= 0.0 else -tokens / self._rate
 
+    def try_take(self) -> bool:
+        """Take a token if one is there now; otherwise change nothing."""
+        now = self._clock()
+        tokens = min(self._burst, self._tokens + (now - self._updated) * self._rate)
+        if tokens < 1.0:
+            return False
+        self._tokens = tokens - 1.0
+        self._updated = now
+        return True
+
     async def acquire(self) -> None:
         delay = self.reserve()
         if delay > 0.0:
             await asyncio.sleep(delay)
 
 
+class Slots:
+    """A counting semaphore, first come first served, whose uncontended take is a
+    plain call (`asyncio.Semaphore.acquire` is a coroutine even when it need not wait).
+
+    A released slot goes straight to the first waiter, so while anyone waits no
+    slot is free and a newcomer cannot overtake.
+    """
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot just as it was cancelled: pass the slot on
+            else:
+                waiter.cancel()
+                with suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
 class ToolGate:
     """A concurrency slot (if limited), then a rate token (if limited), per attempt."""
 
-    __slots__ = ("bucket", "semaphore")
+    __slots__ = ("bucket", "slots")
 
     def __init__(self, max_concurrency: int | None, rate_limit: RateLimit | None) -> None:
-        self.semaphore = None if max_concurrency is None else asyncio.Semaphore(max_concurrency)
+        self.slots = None if max_concurrency is None else Slots(max_concurrency)
         self.bucket = None if rate_limit is None else TokenBucket(rate_limit)
+
+    def try_acquire(self) -> bool:
+        """Admit at once if a slot and a token are free now; False: nothing taken, wait
+        in `acquire`."""
+        slots = self.slots
+        if slots is not None and not slots.try_take():
+            return False
+        bucket = self.bucket
+        if bucket is not None and not bucket.try_take():
+            if slots is not None:
+                slots.give()
+            return False
+        return True
 
     async def acquire(self, deadline: float | None) -> bool:
         """Wait for admission; False when the deadline (loop clock) passes first."""
@@ -70,20 +141,20 @@ class ToolGate:
     async def _acquire(self) -> None:
         # Slot first, then token: holding the slot while waiting for the token
         # keeps call starts spaced by the rate, not bunched when slots free up.
-        semaphore = self.semaphore
-        if semaphore is not None:
-            await semaphore.acquire()
+        slots = self.slots
+        if slots is not None:
+            await slots.take()
         if self.bucket is not None:
             try:
                 await self.bucket.acquire()
             except BaseException:
-                if semaphore is not None:
-                    semaphore.release()
+                if slots is not None:
+                    slots.give()
                 raise
 
     def release(self) -> None:
-        if self.semaphore is not None:
-            self.semaphore.release()
+        if self.slots is not None:
+            self.slots.give()
 
 
 def build_gates(tools: Mapping[str, Tool]) -> dict[str, ToolGate]:

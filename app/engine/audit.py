@@ -13,10 +13,10 @@ from app.engine.run import RunState
 
 
 class Auditor:
-    __slots__ = ("_sink",)
+    __slots__ = ("emit",)
 
     def __init__(self, sink: AuditSink) -> None:
-        self._sink = sink
+        self.emit = sink.emit
 
     def call_event(
         self,
@@ -29,7 +29,7 @@ class Auditor:
         detail: Mapping[str, Any],
     ) -> None:
         identity = state.identity
-        self._sink.emit(
+        self.emit(
             AuditEvent(kind, at, identity.run_id, identity.caller, tool, call_key, item_key, detail)
         )
 

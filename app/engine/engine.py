@@ -24,10 +24,11 @@ from app.engine.invocation import Invoker
 from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.ports import AuditSink, CacheStore, ReceiptSink
+from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.sequential import SequentialOutcome, run_chain
+from app.engine.watchdog import Deadlines
 
 
 def utc_now() -> datetime:
@@ -42,6 +43,7 @@ class Engine:
         receipts: ReceiptSink,
         audit: AuditSink,
         cache: CacheStore | None = None,
+        backpressure: Backpressure | None = None,
         worker_threads: int = 32,
         evidence_timeout_s: float = 30.0,
         clock: Callable[[], datetime] = utc_now,
@@ -49,6 +51,7 @@ class Engine:
     ) -> None:
         self._contract = contract
         self._invoker = Invoker(worker_threads)
+        self._deadlines: Deadlines | None = None
         auditor = Auditor(audit)
         self._pipeline = CallPipeline(
             contract,
@@ -61,6 +64,7 @@ class Engine:
             ),
             clock=clock,
             rng=rng if rng is not None else random.Random(),
+            backpressure=backpressure,
         )
 
     @property
@@ -145,6 +149,9 @@ class Engine:
         self._check(run, run.owner)
         loop = asyncio.get_running_loop()
         deadline = None if deadline_s is None else loop.time() + deadline_s
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = Deadlines(loop)
         return RunState(
             run,
             kind,
@@ -152,6 +159,7 @@ class Engine:
             deadline=deadline,
             next_seq=first_seq,
             parallel_batch_id=parallel_batch_id,
+            deadlines=deadlines,
         )
 
     async def run_call(
@@ -177,6 +185,29 @@ class Engine:
         await _settled(
             state, self._pipeline.execute(state, tool, args, seq, call_key, item_key, out)
         )
+        return out[0]
+
+    async def record_denied(
+        self,
+        state: RunState,
+        tool_id: str,
+        args: Mapping[str, Any],
+        *,
+        call_key: str,
+        reason: str,
+    ) -> Receipt:
+        """Record a call a guardrail refused: a durable `denied` receipt (error kind
+        guardrail) and its audit event. The callable never runs.
+
+        Raises CallRejected when the run's owner may not call `tool_id`.
+        """
+        reasons = self._pipeline.target_problems(state.identity.owner, tool_id)
+        if reasons:
+            raise CallRejected(tool_id, reasons)
+        out: list[Receipt] = []
+        tool = self._contract.tools[tool_id]
+        self._pipeline.deny(state, tool, args, state.allocate_seq(), call_key, reason, out)
+        await state.flush()
         return out[0]
 
     async def drain(self) -> None:

@@ -41,12 +41,12 @@ from app.engine.failures import (
     timed_out,
 )
 from app.engine.invocation import Invoker
-from app.engine.ports import AuditKind, CachedOutput, ReceiptSink
+from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
-from app.engine.watchdog import WatchdogExpired, effective_timeout, watch
+from app.engine.watchdog import WatchdogExpired, effective_timeout
 
 
 class CallPipeline:
@@ -61,8 +61,10 @@ class CallPipeline:
         evidence: EvidenceHooks,
         clock: Callable[[], datetime],
         rng: random.Random,
+        backpressure: Backpressure | None = None,
     ) -> None:
         self.contract = contract
+        self._backpressure = backpressure
         self._invoker = invoker
         self._receipts = receipts
         self._auditor = auditor
@@ -100,6 +102,9 @@ class CallPipeline:
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, Status.SKIPPED, None, DEADLINE_SKIP)
         try:
+            backpressure = self._backpressure
+            if backpressure is not None and (room := backpressure.room()) is not None:
+                await self._wait_for_room(call, room)
             if tool.cacheable and self._cache is not None:
                 hit = await self._cache.lookup(tool, call.fingerprint)
                 if hit is not None:
@@ -134,6 +139,21 @@ class CallPipeline:
         call = Call(state, tool, args, seq, call_key, item_key, None, self._clock())
         call.fingerprint = fingerprint_or_blank(tool.id, args)
         return self._settle(call, out, Status.SKIPPED, None, error)
+
+    def deny(
+        self,
+        state: RunState,
+        tool: Tool,
+        args: Mapping[str, Any],
+        seq: int,
+        call_key: str,
+        reason: str,
+        out: list[Receipt],
+    ) -> Receipt:
+        """Settle a call a guardrail refused: a `denied` receipt, audited; nothing runs."""
+        call = Call(state, tool, args, seq, call_key, None, None, self._clock())
+        call.fingerprint = fingerprint_or_blank(tool.id, args)
+        return self._settle(call, out, Status.DENIED, None, CallError(ErrorKind.GUARDRAIL, reason))
 
     async def dispatch(
         self, parent: Call, tool_id: str, args: Mapping[str, Any], call_key: str
@@ -186,13 +206,22 @@ class CallPipeline:
         while self._background:
             await asyncio.wait(tuple(self._background))
 
+    async def _wait_for_room(self, call: Call, room: asyncio.Future[None]) -> None:
+        """Hold the call until the receipt writer's backlog is back under its bound."""
+        waited_from = perf_counter()
+        try:
+            # wait(), not await: cancelling this call must not cancel the shared future.
+            await asyncio.wait((room,))
+        finally:
+            call.wait_ms += (perf_counter() - waited_from) * 1000.0
+
     async def _attempts(self, call: Call) -> Outcome:
         tool = call.tool
         gate = self._gates.get(tool.id)
         deadline = call.state.deadline
         loop = call.state.loop
         while True:
-            if gate is not None:
+            if gate is not None and not gate.try_acquire():
                 waited_from = perf_counter()
                 try:
                     admitted = await gate.acquire(deadline)
@@ -234,9 +263,12 @@ class CallPipeline:
     async def _invoke(self, call: Call, timeout_s: float) -> tuple[bool, Any]:
         """One attempt under the watchdog: (True, output) or (False, CallError)."""
         tool = call.tool
+        loop = call.state.loop
         token = enter_call(ExecutionContext(call, call.begin_attempt()))
         try:
-            return True, await watch(self._invoker.start(tool.target, call.args), timeout_s)
+            with call.state.deadlines.arm(loop.time() + timeout_s):
+                output = await self._invoker.start(tool.target, call.args)
+            return True, output
         except WatchdogExpired:
             by_deadline = timeout_s < tool.timeout_s
             self._audit(
@@ -333,7 +365,11 @@ class CallPipeline:
         if tool.cacheable and cache is not None and cache_source is None and receipt.succeeded:
             entry = cache.entry_for(tool, receipt)
         durable = self._receipts.submit(receipt, entry)
-        state.pending.append(durable)
+        if entry is not None and cache is not None:
+            cache.remember_when_durable(entry, durable)
+        pending = state.pending
+        if not pending or pending[-1] is not durable:  # a sink may share one future per batch
+            pending.append(durable)
         if self._evidence:
             task = asyncio.create_task(self._after_commit(state, durable, receipt))
             self._background.add(task)
@@ -362,6 +398,16 @@ class CallPipeline:
         }
         if detail:
             full.update(detail)
-        self._auditor.call_event(
-            kind, at, call.state, call.tool.id, call.call_key, call.item_key, full
+        identity = call.state.identity
+        self._auditor.emit(
+            AuditEvent(
+                kind,
+                at,
+                identity.run_id,
+                identity.caller,
+                call.tool.id,
+                call.call_key,
+                call.item_key,
+                full,
+            )
         )

@@ -73,6 +73,13 @@ class AuditSink(Protocol):
         ...
 
 
+class Backpressure(Protocol):
+    def room(self) -> asyncio.Future[None] | None:
+        """None when a new call may start now; otherwise a future (shared: never
+        cancel it) to wait on first, resolved once the receipt writer has caught up."""
+        ...
+
+
 class CacheStore(Protocol):
     def get(self, fingerprint: str, definition_hash: str) -> Awaitable[CachedOutput | None]:
         """The entry for this exact call and tool definition, expired or not."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from app.contract.compiled import Contract, Tool
@@ -20,10 +21,23 @@ AdmittedArgs = dict[str, Any]
 A = TypeVar("A")
 
 
+class ProblemCode(StrEnum):
+    """What kind of problem: a closed vocabulary for counting rejections by reason."""
+
+    UNKNOWN_OWNER = "unknown_owner"
+    UNKNOWN_TOOL = "unknown_tool"
+    NOT_ALLOWED = "not_allowed"
+    INVALID_ARGS = "invalid_args"
+    DUPLICATE_KEY = "duplicate_key"
+    LIMITS = "limits"
+    INVALID_REQUEST = "invalid_request"
+
+
 @dataclass(frozen=True, slots=True)
 class PlanProblem:
     pointer: str
     message: str
+    code: ProblemCode = field(default=ProblemCode.INVALID_REQUEST, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +71,11 @@ def preflight_parallel(
     check = _Checker(contract, plan.owner)
     cap = limits.max_concurrency_cap
     if not 1 <= plan.max_concurrency <= cap:
-        check.add("/max_concurrency", f"max_concurrency must be between 1 and {cap}")
+        check.add(
+            "/max_concurrency",
+            f"max_concurrency must be between 1 and {cap}",
+            ProblemCode.LIMITS,
+        )
     check.count("/lanes", "lane", len(plan.lanes), limits.max_lanes)
     check.unique("/lanes", "item_key", [lane.item_key for lane in plan.lanes])
     admitted = tuple(
@@ -74,19 +92,21 @@ class _Checker:
         self.problems: list[PlanProblem] = []
         self.owner = contract.owners.get(owner_name)
         if self.owner is None:
-            self.add("/owner", f"unknown owner {owner_name!r}")
+            self.add("/owner", f"unknown owner {owner_name!r}", ProblemCode.UNKNOWN_OWNER)
             self.allowed: frozenset[str] = frozenset()
         else:
             self.allowed = frozenset(self.owner.runner_defaults.allowed_tools)
 
-    def add(self, pointer: str, message: str) -> None:
-        self.problems.append(PlanProblem(pointer, message))
+    def add(
+        self, pointer: str, message: str, code: ProblemCode = ProblemCode.INVALID_REQUEST
+    ) -> None:
+        self.problems.append(PlanProblem(pointer, message, code))
 
     def count(self, pointer: str, noun: str, count: int, limit: int) -> None:
         if count == 0:
             self.add(pointer, f"at least one {noun} is required")
         elif count > limit:
-            self.add(pointer, f"{count} {noun}s exceed the limit of {limit}")
+            self.add(pointer, f"{count} {noun}s exceed the limit of {limit}", ProblemCode.LIMITS)
 
     def unique(self, pointer: str, name: str, keys: Sequence[str]) -> None:
         first_index: dict[str, int] = {}
@@ -96,6 +116,7 @@ class _Checker:
                 self.add(
                     f"{pointer}/{index}/{name}",
                     f"duplicate {name} {key!r}: at indices {first} and {index}",
+                    ProblemCode.DUPLICATE_KEY,
                 )
 
     def deadline(self, deadline_s: float | None) -> None:
@@ -128,16 +149,19 @@ class _Checker:
     def tool(self, pointer: str, name: str) -> Tool | None:
         tool = self.contract.tools.get(name)
         if tool is None:
-            self.add(pointer, f"unknown tool {name!r}")
+            self.add(pointer, f"unknown tool {name!r}", ProblemCode.UNKNOWN_TOOL)
         elif self.owner is not None:
             if tool.owner != self.owner.name:
                 self.add(
                     pointer,
                     f"tool {name!r} belongs to owner {tool.owner!r}, not {self.owner.name!r}",
+                    ProblemCode.NOT_ALLOWED,
                 )
             elif name not in self.allowed:
                 self.add(
-                    pointer, f"tool {name!r} is not in the allowed_tools of {self.owner.name!r}"
+                    pointer,
+                    f"tool {name!r} is not in the allowed_tools of {self.owner.name!r}",
+                    ProblemCode.NOT_ALLOWED,
                 )
         return tool
 
@@ -147,6 +171,10 @@ class _Checker:
             return
         found = schema.problems(admitted)
         if not found:
-            self.add(pointer, f"arguments do not match the input schema of {tool.id!r}")
+            self.add(
+                pointer,
+                f"arguments do not match the input schema of {tool.id!r}",
+                ProblemCode.INVALID_ARGS,
+            )
         for problem in found:
-            self.add(pointer + problem.pointer, problem.message)
+            self.add(pointer + problem.pointer, problem.message, ProblemCode.INVALID_ARGS)

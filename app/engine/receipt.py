@@ -16,6 +16,7 @@ class Status(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     SKIPPED = "skipped"
+    DENIED = "denied"  # a router guardrail refused the call; it never ran
 
 
 class ErrorKind(StrEnum):
@@ -91,18 +92,23 @@ class Receipt(NamedTuple):
 
     def to_stored(self) -> dict[str, Any]:
         """The redacted copy: what is stored and what evidence hooks receive."""
-        redact = self.redactor.redact
-        error = self.error
-        stored = self._render(
-            redact(self.output),
-            None if error is None else error.to_dict(redact_text(error.message)),
-            None if self.control is None else redact(self.control),
-        )
+        stored = self._render(*self.redacted_parts())
         stored["run_id"] = self.run_id
         stored["seq"] = self.seq
         stored["owner"] = self.owner
         stored["definition_hash"] = self.definition_hash
         return stored
+
+    def redacted_parts(self) -> tuple[Any, dict[str, Any] | None, Mapping[str, Any] | None]:
+        """The stored copy's output, error and control: the only fields redaction changes."""
+        redact = self.redactor.redact
+        error = self.error
+        control = self.control
+        return (
+            redact(self.output),
+            None if error is None else error.to_dict(redact_text(error.message)),
+            None if control is None else redact(control),
+        )
 
     def _render(
         self, output: Any, error: dict[str, Any] | None, control: Mapping[str, Any] | None

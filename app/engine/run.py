@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
+from app.engine.watchdog import Deadlines
 
 if TYPE_CHECKING:
     from app.engine.context import Dispatcher
@@ -47,6 +48,7 @@ class RunState:
 
     __slots__ = (
         "deadline",
+        "deadlines",
         "dispatched",
         "dispatcher",
         "identity",
@@ -66,9 +68,12 @@ class RunState:
         deadline: float | None,
         next_seq: int,
         parallel_batch_id: str | None = None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.identity = identity
         self.loop = asyncio.get_running_loop()
+        # The calls' watchdogs; the engine shares one per event loop across runs.
+        self.deadlines = deadlines if deadlines is not None else Deadlines(self.loop)
         self.kind = kind
         self.dispatcher = dispatcher
         self.deadline = deadline
@@ -87,8 +92,9 @@ class RunState:
         pending, self.pending = self.pending, []
         if not pending:
             return
-        # asyncio.wait, not gather: a cancelled flush must not cancel the sink's futures.
-        await asyncio.wait(pending)
+        if not all(future.done() for future in pending):
+            # asyncio.wait, not gather: a cancelled flush must not cancel the sink's futures.
+            await asyncio.wait(pending)
         for future in pending:
             if future.cancelled():
                 raise ReceiptWriteFailed("a receipt write was cancelled")

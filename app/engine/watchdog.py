@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
+from heapq import heapify, heappop, heappush
+from itertools import count
+from types import TracebackType
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,12 +28,107 @@ def effective_timeout(tool_timeout_s: float, deadline: float | None, now: float)
     return min(tool_timeout_s, deadline - now)
 
 
-async def watch(awaitable: Awaitable[T], timeout_s: float) -> T:
-    scope = asyncio.timeout(timeout_s)
-    try:
-        async with scope:
-            return await awaitable
-    except TimeoutError:
-        if scope.expired():
+class Deadlines:
+    """The deadlines of the calls running on one event loop, on one loop timer.
+
+    `asyncio.timeout` schedules a loop timer when a call starts and cancels it
+    when the call ends. Here arming is a push onto a heap and disarming sets a
+    flag; one loop timer, left to fire rather than cancelled, follows the
+    earliest deadline. Entries of finished calls leave the heap when they reach
+    its top, and the heap is rebuilt when they pile up behind a long-running
+    call, so its size stays proportional to the calls still running.
+    """
+
+    __slots__ = ("_heap", "_live", "_order", "_timer", "_timer_when", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._heap: list[tuple[float, int, Watchdog]] = []
+        self._order = count()
+        self._live = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0.0
+
+    def arm(self, when: float) -> Watchdog:
+        """A watchdog for the current task that expires at `when` (loop clock)."""
+        task = asyncio.current_task(self.loop)
+        if task is None:
+            raise RuntimeError("a watchdog must be used inside a task")
+        watchdog = Watchdog(self, task)
+        heappush(self._heap, (when, next(self._order), watchdog))
+        self._live += 1
+        if self._timer is None or when < self._timer_when:
+            self._schedule(when)
+        return watchdog
+
+    def disarmed(self) -> None:
+        self._live -= 1
+        heap = self._heap
+        while heap and heap[0][2].finished:
+            heappop(heap)
+        if len(heap) > 2 * self._live + 64:
+            self._heap = heap = [entry for entry in heap if not entry[2].finished]
+            heapify(heap)
+
+    def _schedule(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_at(when, self._fire)
+        self._timer_when = when
+
+    def _fire(self) -> None:
+        self._timer = None
+        heap = self._heap
+        now = self.loop.time()
+        while heap and (heap[0][0] <= now or heap[0][2].finished):
+            watchdog = heappop(heap)[2]
+            if not watchdog.finished:
+                watchdog.expire()
+        if heap:
+            self._schedule(heap[0][0])
+
+
+class Watchdog:
+    """`with deadlines.arm(when):` cancels the current task at `when` and turns
+    that cancellation into WatchdogExpired.
+
+    The protocol of `asyncio.timeout_at`: a cancellation requested by anyone
+    else while it expires still propagates as CancelledError.
+    """
+
+    __slots__ = ("_cancelling", "_deadlines", "_task", "expired", "finished")
+
+    def __init__(self, deadlines: Deadlines, task: asyncio.Task[Any]) -> None:
+        self._deadlines = deadlines
+        self._task = task
+        self._cancelling = task.cancelling()
+        self.expired = False
+        self.finished = False
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finished = True
+        self._deadlines.disarmed()
+        if (
+            self.expired
+            and self._task.uncancel() <= self._cancelling
+            and exc_type is asyncio.CancelledError
+        ):
             raise WatchdogExpired from None
-        raise
+
+    def expire(self) -> None:
+        self.expired = True
+        self._task.cancel()
+
+
+async def watch(awaitable: Awaitable[T], timeout_s: float) -> T:
+    loop = asyncio.get_running_loop()
+    with Deadlines(loop).arm(loop.time() + timeout_s):
+        return await awaitable

@@ -13,7 +13,7 @@ from app.engine.receipt import Receipt
 
 
 def receipt_row(receipt: Receipt) -> dict[str, Any]:
-    stored = receipt.to_stored()
+    output, error, control = receipt.redacted_parts()
     return {
         "id": receipt.receipt_id,
         "run_id": receipt.run_id,
@@ -24,15 +24,15 @@ def receipt_row(receipt: Receipt) -> dict[str, Any]:
         "tool": receipt.tool,
         "owner": receipt.owner,
         "status": receipt.status.value,
-        "output": stored["output"],
-        "error": stored["error"],
+        "output": output,
+        "error": error,
         "attempts": receipt.attempts,
         "cache_hit": receipt.cache_hit,
         "cache_source_receipt_id": receipt.cache_source_receipt_id,
         "fingerprint": receipt.fingerprint,
         "idempotency_key": receipt.idempotency_key,
         "parent_receipt_id": receipt.parent_receipt_id,
-        "control": stored["control"],
+        "control": None if control is None else dict(control),
         "admission_wait_ms": receipt.admission_wait_ms,
         "started_at": receipt.started_at,
         "finished_at": receipt.finished_at,

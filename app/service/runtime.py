@@ -11,14 +11,22 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import httpx
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine.engine import Engine
 from app.engine.plan import PlanLimits
+from app.observability.calls import MeteredSinks
+from app.observability.exposition import forget_this_process
 from app.service.cache_store import DatabaseCacheStore
+from app.service.idempotency import IdempotencyService
 from app.service.plans import PlanService
+from app.service.router_runs import RouterService
+from app.service.router_setup import open_router
+from app.service.run_events import RunEventHub
+from app.service.run_tasks import RunSupervisor
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 from app.store.database import (
@@ -47,6 +55,11 @@ class Runtime:
     writer: GroupCommitWriter
     engine: Engine
     plans: PlanService
+    router: RouterService
+    llm_http: httpx.AsyncClient
+    events: RunEventHub
+    runs: RunSupervisor
+    idempotency: IdempotencyService
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def database_problem(self) -> str | None:
@@ -57,15 +70,20 @@ class Runtime:
         return None
 
     async def aclose(self) -> None:
+        await self.router.aclose()
+        await self.runs.aclose()
+        self.events.close()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.engine.aclose()
+        await self.llm_http.aclose()
         await self.writer.aclose()
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
         await self.database.dispose()
+        forget_this_process()
 
 
 async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
@@ -91,12 +109,16 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         await database.dispose()
         raise
     writer = GroupCommitWriter(sessions, linger_s=settings.group_commit_linger_s)
+    events = RunEventHub()
+    writer.add_listener(events.publish_receipts)
     writer.start()
+    sinks = MeteredSinks(writer, writer, contract)
     engine = Engine(
         contract,
-        receipts=writer,
-        audit=writer,
+        receipts=sinks,
+        audit=sinks,
         cache=DatabaseCacheStore(sessions),
+        backpressure=writer,
         worker_threads=settings.worker_threads,
     )
     limits = PlanLimits(
@@ -105,6 +127,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         max_calls_per_lane=settings.max_calls_per_lane,
         max_concurrency_cap=settings.max_concurrency_cap,
     )
+    llm_http = httpx.AsyncClient()
     runtime = Runtime(
         settings=settings,
         contract=contract,
@@ -115,8 +138,19 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         writer=writer,
         engine=engine,
         plans=PlanService(contract, engine, sessions, writer, limits, instance_id),
+        router=open_router(settings, contract, engine, sessions, writer, instance_id, llm_http),
+        llm_http=llm_http,
+        events=events,
+        runs=RunSupervisor(sessions, events),
+        idempotency=IdempotencyService(sessions, settings.idempotency_ttl_s),
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
+    runtime._background.append(
+        asyncio.create_task(
+            runtime.idempotency.purge_forever(settings.idempotency_purge_interval_s),
+            name="toolloop-idempotency-purge",
+        )
+    )
     logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
     return runtime
 

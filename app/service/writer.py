@@ -2,27 +2,49 @@
 
 The engine submits a receipt and goes on; the writer collects whatever arrived
 while the previous transaction was committing (plus a short linger) and writes
-it in one transaction, then resolves each receipt's future. A plan answers only
-after its own futures resolved, so a receipt is durable before it is reported,
-yet concurrent plans never pay one commit per call.
+it in one transaction, then resolves that transaction's future, which every
+receipt in it shares. A plan answers only after its own futures resolved, so a
+receipt is durable before it is reported, yet concurrent plans never pay one
+commit per call.
+
+The backlog (receipts and audit rows not yet written) is bounded: past
+`max_backlog`, `room()` tells the engine to hold new calls until the writer
+has drained it to half. Receipts of calls already running are still accepted,
+so the backlog never exceeds the bound by more than the calls in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from time import perf_counter
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
+from app.observability.receipts import record_receipt_commit
 from app.service.receipt_rows import audit_row, cache_entry_row, receipt_row
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 
 logger = logging.getLogger("toolloop.writer")
+
+
+class _Group:
+    """Receipts bound for one transaction, and the future they share."""
+
+    __slots__ = ("cache_rows", "durable", "rows")
+
+    def __init__(self, durable: asyncio.Future[None]) -> None:
+        self.durable = durable
+        self.rows: list[dict[str, Any]] = []
+        self.cache_rows: list[dict[str, Any]] = []
 
 
 class GroupCommitWriter:
@@ -32,47 +54,79 @@ class GroupCommitWriter:
         *,
         linger_s: float = 0.002,
         max_batch: int = 1000,
+        max_backlog: int = 100_000,
     ) -> None:
         self._sessions = sessions
         self._linger_s = linger_s
         self._max_batch = max_batch
-        self._receipts: list[
-            tuple[dict[str, Any], dict[str, Any] | None, asyncio.Future[None]]
-        ] = []
+        self._max_backlog = max_backlog
+        self._groups: deque[_Group] = deque()
+        self._open: _Group | None = None  # the group new receipts join
         self._audit: list[dict[str, Any]] = []
+        self._backlog = 0
+        self._room: asyncio.Future[None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._writing = False
         self._barriers: list[asyncio.Future[None]] = []
+        self._listeners: list[Callable[[Sequence[dict[str, Any]]], None]] = []
+
+    def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
+        """Call `listener` with each batch's receipt rows (redacted) once they are committed."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolloop-group-commit")
 
+    @property
+    def backlog(self) -> int:
+        """Receipts and audit rows queued and not yet written."""
+        return self._backlog
+
     def submit(
         self, receipt: Receipt, cache_entry: CachedOutput | None = None
     ) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Queue a receipt; the future (shared with the rest of its transaction:
+        never cancel it) resolves once it is committed."""
         if self._closing:
-            future.set_exception(RuntimeError("the receipt writer is closed"))
-            return future
-        cache_row = None if cache_entry is None else cache_entry_row(cache_entry)
-        self._receipts.append((receipt_row(receipt), cache_row, future))
+            closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            closed.set_exception(RuntimeError("the receipt writer is closed"))
+            return closed
+        group = self._open
+        if group is None or len(group.rows) >= self._max_batch:
+            group = self._open = _Group(asyncio.get_running_loop().create_future())
+            self._groups.append(group)
+        group.rows.append(receipt_row(receipt))
+        if cache_entry is not None:
+            group.cache_rows.append(cache_entry_row(cache_entry))
+        self._backlog += 1
         self._wake.set()
-        return future
+        return group.durable
 
     def emit(self, event: AuditEvent) -> None:
         self._audit.append(audit_row(event))
+        self._backlog += 1
         self._wake.set()
 
     def emit_row(self, row: dict[str, Any]) -> None:
         """Queue an already redacted audit row written by the service itself."""
         self._audit.append(row)
+        self._backlog += 1
         self._wake.set()
+
+    def room(self) -> asyncio.Future[None] | None:
+        """None while the backlog is under its bound; otherwise a future (shared:
+        never cancel it) that resolves once the writer has drained it to half."""
+        if self._backlog < self._max_backlog or self._closing:
+            return None
+        if self._room is None:
+            self._room = asyncio.get_running_loop().create_future()
+        return self._room
 
     async def flush(self) -> None:
         """Wait until everything queued before this call has been written (or failed)."""
-        if not (self._receipts or self._audit or self._writing):
+        if not (self._groups or self._audit or self._writing):
             return
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._barriers.append(barrier)
@@ -84,6 +138,7 @@ class GroupCommitWriter:
         self._wake.set()
         if self._task is not None:
             await self._task
+        self._release_room()
 
     async def _run(self) -> None:
         while True:
@@ -92,8 +147,10 @@ class GroupCommitWriter:
                 await asyncio.sleep(self._linger_s)
             self._wake.clear()
             self._writing = True
-            while self._receipts or self._audit:
+            while self._groups or self._audit:
                 await self._write_batch()
+                if self._backlog <= self._max_backlog // 2:
+                    self._release_room()
             self._writing = False
             barriers, self._barriers = self._barriers, []
             for barrier in barriers:
@@ -102,25 +159,41 @@ class GroupCommitWriter:
             if self._closing:
                 return
 
+    def _release_room(self) -> None:
+        room, self._room = self._room, None
+        if room is not None and not room.done():
+            room.set_result(None)
+
     async def _write_batch(self) -> None:
-        batch, self._receipts = (
-            self._receipts[: self._max_batch],
-            self._receipts[self._max_batch :],
-        )
+        group = self._groups.popleft() if self._groups else None
+        if group is self._open:
+            self._open = None
+        rows = [] if group is None else group.rows
+        cache_rows = [] if group is None else group.cache_rows
         audit, self._audit = self._audit[: self._max_batch], self._audit[self._max_batch :]
+        self._backlog -= len(rows) + len(audit)
+        started = perf_counter()
+        # Stamped here, not by the column default, so listeners see the stored row.
+        created_at = datetime.now(UTC)
+        for row in rows:
+            row.setdefault("created_at", created_at)
         try:
             async with self._sessions.begin() as session:
-                await ReceiptRepository(session).add_many([row for row, _, _ in batch])
-                cache_rows = [row for _, row, _ in batch if row is not None]
+                await ReceiptRepository(session).add_many(rows)
                 if cache_rows:
                     await CacheRepository(session).put_many(cache_rows)
                 await AuditRepository(session).add_many(audit)
         except Exception as exc:  # resolved into every waiting plan, which reports it
-            logger.error("group commit of %d receipts failed: %s", len(batch), exc)
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            record_receipt_commit(len(rows), perf_counter() - started, ok=False)
+            logger.error("group commit of %d receipts failed: %s", len(rows), exc)
+            if group is not None and not group.durable.done():
+                group.durable.set_exception(exc)
             return
-        for _, _, future in batch:
-            if not future.done():
-                future.set_result(None)
+        record_receipt_commit(len(rows), perf_counter() - started, ok=True)
+        for listener in self._listeners if rows else ():
+            try:
+                listener(rows)
+            except Exception as exc:
+                logger.error("a receipt listener failed: %s", exc, exc_info=exc)
+        if group is not None and not group.durable.done():
+            group.durable.set_result(None)

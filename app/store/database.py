@@ -51,7 +51,10 @@ def create_database_engine(
 ) -> AsyncEngine:
     parsed = _parse(url)
     if _is_sqlite(parsed):
-        return _sqlite_engine(parsed, pool_size=pool_size, max_overflow=max_overflow, echo=echo)
+        # SQLite takes one writer at a time. Through one connection, writers queue
+        # in asyncio; through several, they sleep in SQLite's busy handler and,
+        # under load, fail with "database is locked".
+        return _sqlite_engine(parsed, pool_size=1, max_overflow=0, echo=echo)
     if _is_postgres(parsed):
         return _postgres_engine(parsed, pool_size=pool_size, max_overflow=max_overflow, echo=echo)
     raise UnsupportedDatabaseURL(

@@ -53,6 +53,7 @@ RUN_STATUSES = (
     "error",
 )
 IDEMPOTENCY_STATES = ("in_progress", "completed")
+CONFIRMATION_STATUSES = ("pending", "approved", "rejected", "refused")
 
 ID = String(64)
 DIGEST = String(128)
@@ -192,3 +193,41 @@ class ServiceInstance(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[datetime] = mapped_column(default=utc_now)
     heartbeat_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
+
+
+class RouterCheckpoint(Base):
+    """A paused router run's redacted state (request, conversation, runtime state)."""
+
+    __tablename__ = "router_checkpoints"
+
+    run_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    document: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class RouterConfirmation(Base):
+    """A call waiting for a person's decision. `args` holds its exact arguments only
+    until the decision (docs/decisions.md, "pending confirmation arguments")."""
+
+    __tablename__ = "router_confirmations"
+    __table_args__ = (
+        CheckConstraint(column("status").in_(CONFIRMATION_STATUSES), name="status"),
+        Index(None, "run_id", "ordinal"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ID, ForeignKey("runs.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    call_id: Mapped[str] = mapped_column(Text)
+    call_key: Mapped[str] = mapped_column(Text)
+    tool: Mapped[str] = mapped_column(Text)
+    args: Mapped[Any | None] = mapped_column(JsonValue)
+    args_digest: Mapped[str] = mapped_column(DIGEST)
+    contract_hash: Mapped[str] = mapped_column(DIGEST)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    reason: Mapped[str | None] = mapped_column(Text)
+    decided_by: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    decided_at: Mapped[datetime | None]

@@ -22,6 +22,8 @@ TABLES = {
     "contract_snapshots",
     "idempotency_keys",
     "receipts",
+    "router_checkpoints",
+    "router_confirmations",
     "runs",
     "service_instances",
 }

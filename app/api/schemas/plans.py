@@ -99,10 +99,14 @@ class ReceiptOut(BaseModel):
     duration_ms: float
 
 
+# `cancelled` and `interrupted`: the run was stopped part-way; its receipts are the stored copies.
+PlanStatus = Literal["succeeded", "failed", "cancelled", "interrupted"]
+
+
 class SequentialPlanOut(BaseModel):
     plan_id: str
     kind: Literal["sequential"]
-    status: Literal["succeeded", "failed"]
+    status: PlanStatus
     contract_hash: str
     receipts: list[ReceiptOut]
     dispatched: list[ReceiptOut]
@@ -117,7 +121,7 @@ class LaneOut(BaseModel):
 class ParallelPlanOut(BaseModel):
     plan_id: str
     kind: Literal["parallel"]
-    status: Literal["succeeded", "failed"]
+    status: PlanStatus
     contract_hash: str
     parallel_batch_id: str
     lanes: list[LaneOut]

@@ -1,0 +1,130 @@
+"""`POST /router/runs` and `POST /router/runs/{run_id}/confirmations/{confirmation_id}`.
+
+A run that ended answers 200 with its outcome, whatever its status (done,
+incomplete, pending, error); an invalid request answers 422 listing every
+problem; a router that failed closed at startup answers 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Path, Request
+
+from app.api.auth import RouterCaller
+from app.api.body import parse_model, read_json
+from app.api.deps import RuntimeDep
+from app.api.openapi import json_body
+from app.api.problems import (
+    PROBLEM_RESPONSES,
+    InvalidRequest,
+    NotFound,
+    ProblemError,
+    ProblemItem,
+    ServiceUnavailable,
+)
+from app.api.responses import FastJSONResponse
+from app.api.schemas.router import ConfirmationIn, ConfirmationOut, RouterRunIn, RouterRunOut
+from app.contract.canonical import canonical_json, sha256_digest
+from app.service.router_errors import (
+    ConfirmationConflict,
+    ConfirmationNotFound,
+    RouterRequestRejected,
+    RouterUnavailable,
+)
+from app.service.router_runs import RouterService
+from app.service.runtime import Runtime
+
+T = TypeVar("T")
+
+router = APIRouter(prefix="/router", tags=["router"])
+
+Id = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+class Conflict(ProblemError):
+    status = 409
+    slug = "conflict"
+
+    def __init__(self, detail: str, slug: str) -> None:
+        super().__init__(detail)
+        self.slug = slug
+
+
+def _problem(exc: Exception) -> ProblemError:
+    if isinstance(exc, RouterUnavailable):
+        return ServiceUnavailable(str(exc), headers={"Retry-After": "60"})
+    if isinstance(exc, RouterRequestRejected):
+        items = [ProblemItem(p.pointer, p.message) for p in exc.problems]
+        return InvalidRequest("The router request was rejected; nothing ran.", errors=items)
+    if isinstance(exc, ConfirmationNotFound):
+        return NotFound(str(exc))
+    assert isinstance(exc, ConfirmationConflict)
+    return Conflict(str(exc), exc.slug)
+
+
+_MAPPED = (RouterUnavailable, RouterRequestRejected, ConfirmationNotFound, ConfirmationConflict)
+
+
+async def _mapped(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except _MAPPED as exc:
+        raise _problem(exc) from None
+
+
+def _available(runtime: Runtime) -> RouterService:
+    """The router service, or 503 before the body is even read."""
+    try:
+        runtime.router.require_ready()
+    except RouterUnavailable as exc:
+        raise _problem(exc) from None
+    return runtime.router
+
+
+@router.post(
+    "/runs",
+    operation_id="startRouterRun",
+    response_class=FastJSONResponse,
+    responses={200: {"model": RouterRunOut}, **PROBLEM_RESPONSES},
+    openapi_extra=json_body(RouterRunIn),
+)
+async def start_run(
+    request: Request, runtime: RuntimeDep, principal: RouterCaller
+) -> FastJSONResponse:
+    service = _available(runtime)
+    settings = runtime.settings
+    data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
+    payload = parse_model(RouterRunIn, data)
+    digest = sha256_digest(canonical_json(data))
+    outcome = await _mapped(service.start(payload.to_request(), principal.name, digest))
+    return FastJSONResponse(outcome)
+
+
+@router.post(
+    "/runs/{run_id}/confirmations/{confirmation_id}",
+    operation_id="decideRouterConfirmation",
+    status_code=202,
+    response_class=FastJSONResponse,
+    responses={
+        202: {"model": ConfirmationOut},
+        404: PROBLEM_RESPONSES[422],
+        409: PROBLEM_RESPONSES[422],
+        **PROBLEM_RESPONSES,
+    },
+    openapi_extra=json_body(ConfirmationIn),
+)
+async def decide(
+    run_id: Id, confirmation_id: Id, request: Request, runtime: RuntimeDep, principal: RouterCaller
+) -> FastJSONResponse:
+    service = _available(runtime)
+    settings = runtime.settings
+    data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
+    body = parse_model(ConfirmationIn, data)
+    answer = await _mapped(
+        service.decide(
+            run_id, confirmation_id, approve=body.approve, reason=body.reason, decider=principal
+        )
+    )
+    return FastJSONResponse(answer, status_code=202)

@@ -1,0 +1,127 @@
+"""`POST /runs/{run_id}/cancel` and `GET /runs/{run_id}/events` (Server-Sent Events).
+
+Cancelling needs the scope that starts that kind of run and to be the run's
+creator, or `admin`. The events stream sends every receipt of the run once, as
+it becomes durable (`event: receipt`, the stored redacted copy), in completion
+order, then `event: end` with `{"run_id", "status"}`, and closes; a late client
+first gets what already happened. Comment lines keep idle connections alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Path
+from fastapi.responses import StreamingResponse
+
+from app.api.auth import ADMIN, PLANS_EXECUTE, ROUTER_RUN, Caller, Principal, RunsReader
+from app.api.deps import RuntimeDep
+from app.api.problems import PROBLEM_MEDIA_TYPE, Forbidden, NotFound, ProblemError, ProblemOut
+from app.api.responses import FastJSONResponse
+from app.api.schemas.run_control import RunStatusOut
+from app.api.schemas.runs import RUN_PROBLEMS, Text
+from app.service.reads import RunNotFound
+from app.service.run_control import (
+    CancelForbidden,
+    RunAlreadyEnded,
+    RunControl,
+    RunRunningElsewhere,
+)
+from app.service.run_stream import RunEvent, RunEventStream
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+RunPath = Annotated[Text, Path()]
+START_SCOPES = {"sequential": PLANS_EXECUTE, "parallel": PLANS_EXECUTE, "router": ROUTER_RUN}
+HEARTBEAT = b": keep-alive\n\n"
+_PROBLEM = {"model": ProblemOut, "content": {PROBLEM_MEDIA_TYPE: {}}}
+
+
+class RunNotCancellable(ProblemError):
+    status = 409
+    slug = "run-not-cancellable"
+
+
+def _cancel_rule(principal: Principal) -> Callable[[str, str | None], bool]:
+    def may_cancel(kind: str, created_by: str | None) -> bool:
+        if principal.has(ADMIN):
+            return True
+        scope = START_SCOPES.get(kind)
+        return (
+            principal.name is not None
+            and created_by == principal.name
+            and scope is not None
+            and principal.has(scope)
+        )
+
+    return may_cancel
+
+
+@router.post(
+    "/{run_id}/cancel",
+    operation_id="cancelRun",
+    response_class=FastJSONResponse,
+    responses={200: {"model": RunStatusOut}, **RUN_PROBLEMS, 409: _PROBLEM},
+)
+async def cancel_run(runtime: RuntimeDep, principal: Caller, run_id: RunPath) -> FastJSONResponse:
+    control = RunControl(runtime.sessions, runtime.runs)
+    try:
+        status = await control.cancel(run_id, principal, _cancel_rule(principal))
+    except RunNotFound:
+        raise NotFound("There is no run with this id.") from None
+    except CancelForbidden:
+        raise Forbidden("This API key may not cancel this run.") from None
+    except RunAlreadyEnded as exc:
+        raise RunNotCancellable(f"The run already ended: {exc.status}.") from None
+    except RunRunningElsewhere:
+        raise RunNotCancellable(
+            "The run executes in another service instance; only that instance can cancel it."
+        ) from None
+    return FastJSONResponse({"run_id": run_id, "status": status})
+
+
+@router.get(
+    "/{run_id}/events",
+    operation_id="streamRunEvents",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "text/event-stream: `receipt` events, then one `end` event.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **RUN_PROBLEMS,
+    },
+)
+async def stream_run_events(
+    runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath
+) -> StreamingResponse:
+    settings = runtime.settings
+    stream = RunEventStream(
+        runtime.sessions,
+        runtime.events,
+        runtime.runs,
+        heartbeat_s=settings.run_events_heartbeat_s,
+        poll_s=settings.run_events_poll_s,
+    )
+    try:
+        events = await stream.open(run_id, viewer)
+    except RunNotFound:
+        raise NotFound("There is no run with this id.") from None
+    return StreamingResponse(
+        _server_sent(events),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _server_sent(events: AsyncGenerator[RunEvent, None]) -> AsyncIterator[bytes]:
+    async with aclosing(events):
+        async for event in events:
+            if event.kind == "heartbeat":
+                yield HEARTBEAT
+            else:
+                data = orjson.dumps(event.data, option=orjson.OPT_NON_STR_KEYS)
+                yield b"event: " + event.kind.encode() + b"\ndata: " + data + b"\n\n"

@@ -1,0 +1,116 @@
+"""Wire shapes of the router API (`POST /router/runs` and its confirmations)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.schemas.plans import ReceiptOut
+from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class BudgetsIn(_Strict):
+    max_calls: int | None = Field(
+        default=None, gt=0, description="At most the owner's runner_defaults.max_calls."
+    )
+    max_turns: int | None = Field(default=None, gt=0, description="Router model round trips.")
+    deadline_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Active seconds for the whole run."
+    )
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Input plus output tokens over every model call."
+    )
+
+
+class StepIn(_Strict):
+    call_key: str
+    tool: str
+    args: dict[str, Any]
+
+
+class CompletionIn(_Strict):
+    verify: str = Field(description="A registered verifier, or a built-in: builtin:<name>.")
+    max_attempts: int = Field(gt=0, description="Required: bounds the completion retries.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Parameters of a built-in verifier."
+    )
+
+
+class RouterRunIn(_Strict):
+    owner: str
+    goal: str = Field(min_length=1)
+    context: dict[str, Any] = Field(default_factory=dict)
+    router_profile: str = Field(description="A profile of the profiles file; never implied.")
+    final_profile: str = Field(description="A profile of the profiles file; never implied.")
+    final_schema: dict[str, Any] | None = None
+    budgets: BudgetsIn = Field(default_factory=BudgetsIn)
+    steps: list[StepIn] = Field(default_factory=list)
+    allowed_tools: list[str] | None = Field(
+        default=None, description="Narrows the owner's allowlist; omitted: all of it."
+    )
+    guardrails: list[str] = Field(default_factory=list, description="Run in order.")
+    completion: CompletionIn | None = None
+
+    def to_request(self) -> RouterRequest:
+        budgets = self.budgets
+        completion = self.completion
+        return RouterRequest(
+            owner=self.owner,
+            goal=self.goal,
+            router_profile=self.router_profile,
+            final_profile=self.final_profile,
+            context=self.context,
+            final_schema=self.final_schema,
+            budgets=Budgets(
+                max_calls=budgets.max_calls,
+                max_turns=budgets.max_turns,
+                deadline_s=budgets.deadline_s,
+                max_tokens=budgets.max_tokens,
+            ),
+            steps=tuple(Step(s.call_key, s.tool, s.args) for s in self.steps),
+            allowed_tools=None if self.allowed_tools is None else tuple(self.allowed_tools),
+            guardrails=tuple(self.guardrails),
+            completion=None
+            if completion is None
+            else CompletionRequest(completion.verify, completion.max_attempts, completion.params),
+        )
+
+
+class PendingOut(BaseModel):
+    confirmation_id: str
+    call_id: str
+    call_key: str
+    tool: str
+    args_digest: str
+    fingerprint: str
+    contract_hash: str
+
+
+class RouterRunOut(BaseModel):
+    run_id: str
+    status: Literal["done", "incomplete", "pending", "error"]
+    stopped_by: str = Field(description="Empty only when status is done.")
+    text: str
+    final: Any
+    attempts: int
+    turns: int
+    state: dict[str, Any]
+    receipts: list[ReceiptOut]
+    pending: list[PendingOut]
+
+
+class ConfirmationIn(_Strict):
+    approve: bool
+    reason: str = Field(default="", max_length=2000)
+
+
+class ConfirmationOut(BaseModel):
+    run_id: str
+    confirmation_id: str
+    decision: Literal["approved", "rejected"]
+    run_status: Literal["pending", "running"]

@@ -1,0 +1,27 @@
+"""Rendering `/metrics`: this process's registry, or every worker's files merged."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from app.observability.metrics import MULTIPROCESS_DIR, REGISTRY
+
+
+def render_metrics(accept: str | None) -> tuple[bytes, str]:
+    """The exposition body and its content type (text format unless OpenMetrics is asked for)."""
+    encoder, content_type = choose_encoder(accept or "")
+    if MULTIPROCESS_DIR is None:
+        return encoder(REGISTRY), content_type
+    merged = CollectorRegistry()
+    MultiProcessCollector(merged, path=MULTIPROCESS_DIR)  # type: ignore[no-untyped-call]
+    return encoder(merged), content_type
+
+
+def forget_this_process() -> None:
+    """At shutdown in multiprocess mode: drop this worker's live gauges (in-flight counts)."""
+    if MULTIPROCESS_DIR is not None:
+        mark_process_dead(os.getpid(), MULTIPROCESS_DIR)  # type: ignore[no-untyped-call]

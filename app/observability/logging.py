@@ -1,0 +1,119 @@
+"""Structured logs: one JSON object per line, redacted at a single choke point.
+
+Every handler the service installs formats with `JsonFormatter` (or
+`RedactingTextFormatter`); both pass the rendered message, the exception text
+and every extra field through the engine's `redact_text`, so no secret that
+reaches a log call reaches a log line, whichever logger emitted it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+import orjson
+
+from app.engine.redaction import DEFAULT_REDACTOR, redact_text
+from app.observability.context import current_context
+
+LogFormat = Literal["json", "text"]
+
+# Attributes every LogRecord has; anything else on a record came from `extra=`.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",  # uvicorn's duplicate of the message with ANSI colours
+}
+# uvicorn's own loggers: routed through the root handler instead of their own.
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        context = current_context()
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": _message(record),
+            "request_id": None if context is None else _text(context.request_id),
+            "run_id": None if context is None else _text(context.run_id),
+            "caller": None if context is None else _text(context.caller),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in line:
+                line[redact_text(key)] = _redacted(value)
+        if record.exc_info:
+            line["exc"] = redact_text(self.formatException(record.exc_info))
+        elif record.exc_text:
+            line["exc"] = redact_text(record.exc_text)
+        if record.stack_info:
+            line["stack"] = redact_text(self.formatStack(record.stack_info))
+        return orjson.dumps(line, default=_fallback).decode()
+
+
+class RedactingTextFormatter(logging.Formatter):
+    """Plain text for a terminal, with the same redaction."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        context = current_context()
+        if context is not None and context.request_id is not None:
+            text = f"{text} [request_id={context.request_id} run_id={context.run_id}]"
+        return redact_text(text)
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return redact_text(record.getMessage())
+    except Exception:  # a bad format call: logging would print its arguments unredacted
+        return redact_text(f"{record.msg!s} (log arguments did not match the format)")
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else redact_text(value)
+
+
+def _redacted(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return redact_text(value)
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return redact_text(repr(value))
+    return DEFAULT_REDACTOR.redact(value)
+
+
+def _fallback(value: Any) -> str:
+    return redact_text(repr(value))
+
+
+def build_handler(fmt: LogFormat = "json", stream: IO[str] | None = None) -> logging.Handler:
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else RedactingTextFormatter())
+    return handler
+
+
+def configure_logging(
+    level: str = "INFO", fmt: LogFormat = "json", stream: IO[str] | None = None
+) -> logging.Handler:
+    """Make the root logger's only handler the redacting one; uvicorn's loggers propagate to it."""
+    handler = build_handler(fmt, stream)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in UVICORN_LOGGERS:
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
+    return handler

@@ -1,0 +1,95 @@
+"""The request middleware: request id, HTTP metrics and one log line per request.
+
+A pure ASGI middleware (no BaseHTTPMiddleware: it would run the app in another
+task, and the log context would not flow back). The route label is the matched
+route's template (`/runs/{run_id}`), never the raw path.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from time import perf_counter
+from typing import Any
+from uuid import uuid4
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.observability.context import LogContext, enter_context, leave_context
+from app.observability.labels import http_method, status_class
+from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
+
+REQUEST_ID_HEADER = "x-request-id"
+UNMATCHED = "unmatched"
+# Probes and scrapes arrive every few seconds; their request lines go out at DEBUG.
+QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+logger = logging.getLogger("toolloop.http")
+
+
+def route_template(scope: Scope) -> str:
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) and path else UNMATCHED
+
+
+def incoming_request_id(scope: Scope) -> str | None:
+    """A well-formed `X-Request-ID` from the client, else None (one is minted)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            text = value.decode("latin-1").strip()
+            return text if _REQUEST_ID.fullmatch(text) else None
+    return None
+
+
+class ObservabilityMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = incoming_request_id(scope) or uuid4().hex
+        context = LogContext(request_id=request_id, request_state=scope.setdefault("state", {}))
+        token = enter_context(context)
+        status = 500
+        error: str | None = None
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message).append(REQUEST_ID_HEADER, request_id)
+            await send(message)
+
+        started = perf_counter()
+        HTTP_IN_FLIGHT.inc()
+        try:
+            await self.app(scope, receive, send_with_id)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            HTTP_IN_FLIGHT.dec()
+            self._record(scope, status, perf_counter() - started, error)
+            leave_context(token)
+
+    def _record(self, scope: Scope, status: int, seconds: float, error: str | None) -> None:
+        method = http_method(scope["method"])
+        route = route_template(scope)
+        HTTP_REQUESTS.labels(method, route, status_class(status)).inc()
+        HTTP_DURATION.labels(method, route).observe(seconds)
+        fields: dict[str, Any] = {
+            "method": scope["method"],
+            "route": route,
+            "path": scope.get("path", ""),
+            "status": status,
+            "duration_ms": round(seconds * 1000.0, 3),
+        }
+        if error is not None:
+            fields["error"] = error
+        level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
+        logger.log(level, "%s %s %d", scope["method"], route, status, extra=fields)

@@ -1,0 +1,13 @@
+"""Metrics of the group-commit receipt writer."""
+
+from __future__ import annotations
+
+from app.observability.metrics import RECEIPT_BATCH, RECEIPT_WRITE, RECEIPT_WRITE_FAILURES
+
+
+def record_receipt_commit(receipts: int, seconds: float, *, ok: bool) -> None:
+    RECEIPT_WRITE.observe(seconds)
+    if receipts:
+        RECEIPT_BATCH.observe(receipts)
+    if not ok:
+        RECEIPT_WRITE_FAILURES.inc()

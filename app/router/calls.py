@@ -1,0 +1,110 @@
+"""Handing admitted calls to the engine, and recording what came back.
+
+The router never runs a tool: admitted calls go to `Engine.run_call` (one turn's
+calls as a bounded concurrent batch, results matched by call id), refused ones
+to `Engine.record_denied`. Both give durable receipts and audit events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.contract.compiled import Tool
+from app.engine.errors import CallRejected
+from app.engine.receipt import Receipt
+from app.router.observations import observation
+from app.router.session import RunSession
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    call_id: str
+    call_key: str
+    tool: Tool
+    args: Mapping[str, Any]
+
+
+async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str, str]:
+    """Run the admitted calls concurrently (bounded); the observation of each, by call id."""
+    if not admitted:
+        return {}
+    engine, state = session.kit.engine, session.engine_state
+    gate = asyncio.Semaphore(session.kit.limits.max_parallel_calls)
+
+    async def one(item: Admitted) -> Receipt:
+        async with gate:
+            return await engine.run_call(state, item.tool.id, item.args, call_key=item.call_key)
+
+    tasks = [asyncio.create_task(one(item)) for item in admitted]
+    try:
+        await asyncio.wait(tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    results: dict[str, str] = {}
+    for item, task in zip(admitted, tasks, strict=True):
+        error = task.exception()
+        if isinstance(error, CallRejected):
+            results[item.call_id] = "rejected: engine: " + "; ".join(error.reasons)
+        elif error is not None:
+            raise error
+        else:
+            results[item.call_id] = _settle(session, task.result())
+    _collect_dispatched(session)
+    return results
+
+
+async def deny(
+    session: RunSession,
+    tool: Tool,
+    args: Mapping[str, Any],
+    call_key: str,
+    reason: str,
+    *,
+    call_id: str | None,
+    guardrail: str | None = None,
+) -> str:
+    """Record a refused call (`denied` receipt); what the model sees is `denied: <reason>`."""
+    receipt = await session.kit.engine.record_denied(
+        session.engine_state, tool.id, args, call_key=call_key, reason=reason
+    )
+    text = f"denied: {reason}"
+    seen = {"call_key": call_key, "tool": tool.id, "status": "denied", "summary": text}
+    session.state.add_receipt(receipt.to_stored(), seen | {"truncated": False})
+    session.receipts.append(receipt)
+    session.record(
+        "router.call_denied",
+        {
+            "call_id": call_id,
+            "guardrail": guardrail,
+            "reason": reason,
+            "receipt_id": receipt.receipt_id,
+            "fingerprint": receipt.fingerprint,
+        },
+        tool=tool.id,
+        call_key=call_key,
+    )
+    return text
+
+
+def _settle(session: RunSession, receipt: Receipt) -> str:
+    stored = receipt.to_stored()
+    seen = observation(stored, session.kit.limits.max_observation_chars)
+    session.state.add_receipt(stored, seen)
+    session.receipts.append(receipt)
+    return str(seen["summary"])
+
+
+def _collect_dispatched(session: RunSession) -> None:
+    """Receipts of calls the tools dispatched themselves: kept, not observed."""
+    dispatched = session.engine_state.dispatched
+    known = {r.receipt_id for r in session.receipts}
+    for receipt in dispatched:
+        if receipt.receipt_id not in known:
+            session.state.add_receipt(receipt.to_stored(), None)
+            session.receipts.append(receipt)

@@ -1,0 +1,79 @@
+"""Asking a model under the run's budgets: deadline, tokens, and untrusted replies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from time import perf_counter
+
+from app.llm.errors import LLMError, LLMMalformedResponse
+from app.llm.messages import Message, ModelReply, ToolDefinition
+from app.llm.profiles import ModelProfile
+from app.router.outcome import Stop
+from app.router.policies import short
+from app.router.session import RunSession
+
+
+async def ask(
+    session: RunSession,
+    profile: ModelProfile,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    role: str,
+) -> ModelReply | str | None:
+    """The reply; a stop; or None for a malformed reply (counted, to be retried).
+
+    Transport faults were already retried by the client; what reaches here ends
+    the run (`llm_error`). The call is bounded by the time the run has left.
+    """
+    stop = session.budget_stop(router_turn=False)
+    if stop is not None:
+        return stop
+    state = session.state
+    if role == "router":
+        state.turns += 1
+    else:
+        state.final_calls += 1
+    started = perf_counter()
+    try:
+        async with asyncio.timeout(session.seconds_left()):
+            reply = await session.kit.llm.complete(profile, messages, tools)
+    except TimeoutError:
+        session.record("router.model_timeout", {"role": role, "profile": profile.name})
+        return Stop.DEADLINE.value
+    except LLMMalformedResponse as exc:
+        state.count_malformed("malformed_reply")
+        session.record(
+            "router.malformed_reply",
+            {"role": role, "profile": profile.name, "reason": short(exc.reason)},
+        )
+        return None
+    except LLMError as exc:
+        state.error = short(str(exc))
+        session.record(
+            "router.llm_error", {"role": role, "profile": profile.name, "error": state.error}
+        )
+        return Stop.LLM_ERROR.value
+    latency_ms = round((perf_counter() - started) * 1000.0, 3)
+    usage = reply.usage
+    state.add_usage(usage.input_tokens, usage.output_tokens, latency_ms)
+    session.record(
+        "router.model_turn",
+        {
+            "role": role,
+            "turn": state.turns,
+            "profile": profile.name,
+            "tool_calls": [
+                {"id": short(c.id, 100), "name": short(c.name, 100)} for c in reply.tool_calls
+            ],
+            "text_chars": len(reply.text),
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "latency_ms": latency_ms,
+            "finish_reason": reply.finish_reason,
+        },
+    )
+    max_tokens = session.plan.budgets.max_tokens
+    if max_tokens is not None and state.tokens > max_tokens:
+        return Stop.MAX_TOKENS.value
+    return reply

@@ -1,0 +1,83 @@
+"""What one stretch of a router run shares: the plan, the state, the engine's run,
+the clock and the decision record. A run has one stretch per process that drives it
+(the first, then one per resume)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from app.contract.compiled import Tool
+from app.engine.receipt import Receipt
+from app.engine.run import RunIdentity, RunKind, RunState
+from app.router.admission import RunPlan
+from app.router.outcome import Stop
+from app.router.ports import DecisionSink, RouterKit
+from app.router.state import RouterState
+
+
+class RunSession:
+    def __init__(
+        self,
+        kit: RouterKit,
+        plan: RunPlan,
+        identity: RunIdentity,
+        sink: DecisionSink,
+        state: RouterState,
+        next_seq: int,
+    ) -> None:
+        self.kit = kit
+        self.plan = plan
+        self.identity = identity
+        self.sink = sink
+        self.state = state
+        # This stretch's receipts, in the caller's copy; the state keeps every redacted one.
+        self.receipts: list[Receipt] = []
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._t0 = loop.time()
+        remaining = plan.budgets.deadline_s - state.elapsed_s
+        self.engine_state: RunState = kit.engine.open_run(
+            identity, RunKind.ROUTER, deadline_s=max(remaining, 0.001), first_seq=next_seq
+        )
+
+    @property
+    def registered(self) -> Mapping[str, Tool]:
+        return self.kit.engine.contract.tools
+
+    def record(
+        self,
+        kind: str,
+        detail: Mapping[str, Any],
+        *,
+        tool: str | None = None,
+        call_key: str | None = None,
+    ) -> None:
+        self.sink.record(kind, detail, tool=tool, call_key=call_key)
+
+    def elapsed(self) -> float:
+        return self.state.elapsed_s + (self._loop.time() - self._t0)
+
+    def seconds_left(self) -> float:
+        return self.plan.budgets.deadline_s - self.elapsed()
+
+    def freeze_time(self) -> None:
+        """Fold the time spent so far into the state (before it is kept or reported)."""
+        self.state.elapsed_s = self.elapsed()
+        self._t0 = self._loop.time()
+
+    def budget_stop(self, *, router_turn: bool) -> str | None:
+        """The budget a model call would breach, checked before it is spent."""
+        budgets, state = self.plan.budgets, self.state
+        if router_turn and state.turns >= budgets.max_turns:
+            return Stop.MAX_TURNS.value
+        if budgets.max_tokens is not None and state.tokens >= budgets.max_tokens:
+            return Stop.MAX_TOKENS.value
+        if self.seconds_left() <= 0:
+            return Stop.DEADLINE.value
+        return None
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every receipt of the run (redacted), in sequence order."""
+        return sorted(self.state.records, key=lambda record: int(record["seq"]))

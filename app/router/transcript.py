@@ -1,0 +1,61 @@
+"""The router conversation as stored in a checkpoint: JSON, and redacted.
+
+Tool-call arguments go through the tool's redactor (the built-in patterns for
+a name the model made up); everything else through the built-in patterns.
+Observations are built from redacted receipts already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.llm.messages import Message, ToolCall
+
+
+def redact_arguments(raw: str, redactor: Redactor) -> str:
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return redact_text(raw)
+    return orjson.dumps(redactor.redact(parsed), option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def dump(messages: Sequence[Message], redactors: Mapping[str, Redactor]) -> list[dict[str, Any]]:
+    return [_dump(message, redactors) for message in messages]
+
+
+def _dump(message: Message, redactors: Mapping[str, Redactor]) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": redact_text(message.content)}
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {
+                "id": call.id,
+                "name": redact_text(call.name),
+                "arguments": redact_arguments(
+                    call.arguments, redactors.get(call.name, DEFAULT_REDACTOR)
+                ),
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        data["tool_call_id"] = message.tool_call_id
+    return data
+
+
+def load(data: Sequence[Mapping[str, Any]]) -> list[Message]:
+    return [
+        Message(
+            item["role"],
+            item["content"],
+            tuple(
+                ToolCall(call["id"], call["name"], call["arguments"])
+                for call in item.get("tool_calls", ())
+            ),
+            item.get("tool_call_id"),
+        )
+        for item in data
+    ]

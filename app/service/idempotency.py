@@ -1,0 +1,212 @@
+"""Idempotency keys: one outcome per (caller, key), however often a request is retried.
+
+A key is claimed in the transaction that records the run it starts
+(`claim_key`), so of concurrent duplicates exactly one opens a run; the others
+find the key in progress (409) or completed (the stored response, replayed).
+A request that ends before any run exists stores its response only when it was
+the request's own fault (a preflight 422); a server error stores nothing, so a
+retry proceeds. Stored bodies are redacted (invariant 8): a replay returns the
+stored copy, not the first caller's.
+
+IdempotencyError
+ ├── IdempotencyKeyReused   the key was used for a different request (422)
+ ├── IdempotencyKeyInUse    the first request with this key is still running (409)
+ └── IdempotencyKeyTaken    a concurrent duplicate claimed the key first; look it up again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.contract.canonical import canonical_json, sha256_digest
+from app.engine.redaction import Redactor
+from app.service.errors import ServiceError, StorageUnavailable
+from app.store.models import IdempotencyKey
+from app.store.repositories.idempotency import COMPLETED, IdempotencyRepository
+
+logger = logging.getLogger("toolloop.idempotency")
+
+# The key scope of open mode (no API keys); not a valid key name, so never shared with one.
+OPEN_MODE_CALLER = "(open)"
+
+
+class IdempotencyError(ServiceError):
+    pass
+
+
+class IdempotencyKeyReused(IdempotencyError):
+    pass
+
+
+class IdempotencyKeyInUse(IdempotencyError):
+    def __init__(self, run_id: str | None) -> None:
+        super().__init__("the first request with this key is still in progress")
+        self.run_id = run_id
+
+
+class IdempotencyKeyTaken(IdempotencyError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """An HTTP response as kept for replays; `body` is JSON."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: Any
+
+    def to_document(self) -> dict[str, Any]:
+        return {"headers": dict(self.headers), "body": self.body}
+
+    @classmethod
+    def from_row(cls, row: IdempotencyKey) -> StoredResponse:
+        document = row.response_body or {}
+        return cls(
+            status=row.response_status or 500,
+            headers=dict(document.get("headers") or {}),
+            body=document.get("body"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyClaim:
+    """What a request claims: its key, in its caller's scope, for this exact request.
+
+    `accepted`, when set, is the response known as soon as the run is recorded
+    (a 202): it is stored in the same transaction, so the key never stays in
+    progress for a run that goes on in the background.
+    """
+
+    caller: str
+    key: str
+    request_digest: str
+    expires_at: datetime
+    accepted: Callable[[str], StoredResponse] | None = field(default=None, compare=False)
+
+
+def request_digest(method: str, path: str, mode: str, body: Any) -> str:
+    """Same method, path, response mode and JSON body (in any key order): same digest."""
+    return sha256_digest(canonical_json([method.upper(), path, mode, body]))
+
+
+async def claim_key(session: AsyncSession, claim: IdempotencyClaim, run_id: str) -> None:
+    """Claim the key for `run_id` inside the caller's transaction; roll it back on error."""
+    keys = IdempotencyRepository(session)
+    claimed = await keys.insert(
+        caller=claim.caller,
+        key=claim.key,
+        request_digest=claim.request_digest,
+        expires_at=claim.expires_at,
+        run_id=run_id,
+    )
+    if not claimed:
+        raise IdempotencyKeyTaken(claim.key)
+    if claim.accepted is not None:
+        await _complete(keys, claim, claim.accepted(run_id), run_id)
+
+
+async def _complete(
+    keys: IdempotencyRepository,
+    claim: IdempotencyClaim,
+    response: StoredResponse,
+    run_id: str | None = None,
+) -> None:
+    redacted = StoredResponse(
+        response.status, response.headers, Redactor.default().redact(response.body)
+    )
+    await keys.complete(
+        claim.caller,
+        claim.key,
+        response_status=redacted.status,
+        response_body=redacted.to_document(),
+        run_id=run_id,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyService:
+    sessions: async_sessionmaker[AsyncSession]
+    ttl_s: float
+
+    def claim(
+        self,
+        caller: str | None,
+        key: str,
+        digest: str,
+        accepted: Callable[[str], StoredResponse] | None = None,
+    ) -> IdempotencyClaim:
+        return IdempotencyClaim(
+            caller=OPEN_MODE_CALLER if caller is None else caller,
+            key=key,
+            request_digest=digest,
+            expires_at=datetime.now(UTC) + timedelta(seconds=self.ttl_s),
+            accepted=accepted,
+        )
+
+    async def lookup(self, claim: IdempotencyClaim) -> StoredResponse | None:
+        """The stored response, or None when the key is free (never used, or expired).
+
+        Raises IdempotencyKeyReused or IdempotencyKeyInUse.
+        """
+        try:
+            async with self.sessions() as session:
+                row = await IdempotencyRepository(session).get(claim.caller, claim.key)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the idempotency key could not be read: {exc}") from exc
+        if row is None or row.expires_at <= datetime.now(UTC):
+            return None
+        if row.request_digest != claim.request_digest:
+            raise IdempotencyKeyReused(claim.key)
+        if row.state != COMPLETED:
+            raise IdempotencyKeyInUse(row.run_id)
+        return StoredResponse.from_row(row)
+
+    async def record(self, claim: IdempotencyClaim, response: StoredResponse) -> bool:
+        """Store the response of a request that started no run; False if the key is taken."""
+        try:
+            async with self.sessions.begin() as session:
+                keys = IdempotencyRepository(session)
+                claimed = await keys.insert(
+                    caller=claim.caller,
+                    key=claim.key,
+                    request_digest=claim.request_digest,
+                    expires_at=claim.expires_at,
+                )
+                if claimed:
+                    await _complete(keys, claim, response)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the idempotency key could not be stored: {exc}") from exc
+        return claimed
+
+    async def complete(self, claim: IdempotencyClaim, response: StoredResponse) -> None:
+        """Store the final response of a claimed key."""
+        try:
+            async with self.sessions.begin() as session:
+                await _complete(IdempotencyRepository(session), claim, response)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the idempotency key could not be stored: {exc}") from exc
+
+    async def purge_expired(self) -> int:
+        async with self.sessions.begin() as session:
+            return await IdempotencyRepository(session).delete_expired(datetime.now(UTC))
+
+    async def purge_forever(self, interval_s: float) -> None:
+        """Delete expired keys every `interval_s`; each pass removes one interval's worth."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                count = await self.purge_expired()
+            except SQLAlchemyError as exc:
+                logger.warning("purging expired idempotency keys failed: %s", exc)
+                continue
+            if count:
+                logger.info("purged %d expired idempotency key(s)", count)

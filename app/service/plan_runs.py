@@ -1,0 +1,230 @@
+"""A recorded plan run under the supervisor: run its calls, then record and report its end.
+
+A run that ended by itself answers with the engine's outcome. A run stopped
+part-way (cancelled, or interrupted by shutdown) answers from its stored
+receipts, the redacted copies, in the same shape, with the run's status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from datetime import datetime
+from itertools import accumulate
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.engine import Engine
+from app.engine.errors import ReceiptWriteFailed
+from app.engine.parallel import ParallelOutcome
+from app.engine.plan import ParallelPlan, SequentialPlan
+from app.engine.receipt import Receipt
+from app.engine.run import RunIdentity
+from app.engine.sequential import SequentialOutcome
+from app.observability.plans import record_plan_finished
+from app.service.errors import StorageUnavailable
+from app.service.run_records import record_run_end, stored_receipts
+from app.service.run_tasks import RunResult
+from app.store.models import Receipt as StoredReceipt
+
+T = TypeVar("T")
+
+Args = Sequence[Mapping[str, Any]]
+
+
+class _PlanRun:
+    kind = ""
+
+    def __init__(
+        self,
+        engine: Engine,
+        sessions: async_sessionmaker[AsyncSession],
+        identity: RunIdentity,
+    ) -> None:
+        self._engine = engine
+        self._sessions = sessions
+        self._identity = identity
+
+    @property
+    def run_id(self) -> str:
+        return self._identity.run_id
+
+    async def _end(self, status: str, call_count: int) -> None:
+        await record_run_end(self._sessions, self.run_id, status=status, call_count=call_count)
+        record_plan_finished(self.kind, status)
+
+    async def _stored(self) -> list[StoredReceipt]:
+        return await stored_receipts(self._sessions, self.run_id)
+
+    def _head(self, status: str) -> dict[str, Any]:
+        return {
+            "plan_id": self.run_id,
+            "kind": self.kind,
+            "status": status,
+            "contract_hash": self._identity.contract_hash,
+        }
+
+
+class SequentialRun(_PlanRun):
+    kind = "sequential"
+
+    def __init__(
+        self,
+        engine: Engine,
+        sessions: async_sessionmaker[AsyncSession],
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+    ) -> None:
+        super().__init__(engine, sessions, identity)
+        self._plan = plan
+        self._admitted = admitted
+        self._outcome: SequentialOutcome | None = None
+
+    async def execute(self) -> None:
+        self._outcome = await _settle(
+            self._engine.run_sequential(self._identity, self._plan, self._admitted)
+        )
+
+    async def finish(self) -> RunResult:
+        outcome = self._outcome
+        assert outcome is not None
+        await self._end(outcome.status, len(outcome.receipts))
+
+        def redacted() -> dict[str, Any]:
+            return {
+                **self._head(outcome.status),
+                "receipts": [_redacted(receipt) for receipt in outcome.receipts],
+                "dispatched": [_redacted(receipt) for receipt in outcome.dispatched],
+            }
+
+        return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
+
+    async def stop(self, status: str) -> RunResult:
+        rows = await self._stored()
+        planned = len(self._plan.calls)
+        receipts = [row for row in rows if row.seq < planned]
+        await self._end(status, len(receipts))
+        response = {
+            **self._head(status),
+            "receipts": [_from_store(row) for row in receipts],
+            "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
+        }
+        return RunResult(self.run_id, status, response, lambda: response)
+
+
+class ParallelRun(_PlanRun):
+    kind = "parallel"
+
+    def __init__(
+        self,
+        engine: Engine,
+        sessions: async_sessionmaker[AsyncSession],
+        identity: RunIdentity,
+        plan: ParallelPlan,
+        admitted: Sequence[Args],
+        parallel_batch_id: str,
+    ) -> None:
+        super().__init__(engine, sessions, identity)
+        self._plan = plan
+        self._admitted = admitted
+        self._batch_id = parallel_batch_id
+        self._outcome: ParallelOutcome | None = None
+
+    async def execute(self) -> None:
+        self._outcome = await _settle(
+            self._engine.run_parallel(
+                self._identity, self._plan, self._admitted, parallel_batch_id=self._batch_id
+            )
+        )
+
+    async def finish(self) -> RunResult:
+        outcome = self._outcome
+        assert outcome is not None
+        await self._end(outcome.status, sum(len(lane.receipts) for lane in outcome.lanes))
+
+        def redacted() -> dict[str, Any]:
+            return {
+                **self._head(outcome.status),
+                "parallel_batch_id": self._batch_id,
+                "lanes": [
+                    {
+                        "item_key": lane.item_key,
+                        "status": lane.status,
+                        "receipts": [_redacted(receipt) for receipt in lane.receipts],
+                    }
+                    for lane in outcome.lanes
+                ],
+                "dispatched": [_redacted(receipt) for receipt in outcome.dispatched],
+            }
+
+        return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
+
+    async def stop(self, status: str) -> RunResult:
+        rows = await self._stored()
+        by_seq = {row.seq: row for row in rows}
+        lanes = self._plan.lanes
+        first_seqs = [0, *accumulate(len(lane.calls) for lane in lanes)]
+        views = []
+        for lane, first in zip(lanes, first_seqs, strict=False):
+            stored = [by_seq[s] for s in range(first, first + len(lane.calls)) if s in by_seq]
+            complete = len(stored) == len(lane.calls)
+            succeeded = complete and all(row.status == "succeeded" for row in stored)
+            views.append(
+                {
+                    "item_key": lane.item_key,
+                    "status": "succeeded" if succeeded else "failed",
+                    "receipts": [_from_store(row) for row in stored],
+                }
+            )
+        planned = first_seqs[-1]
+        await self._end(status, sum(1 for row in rows if row.seq < planned))
+        response = {
+            **self._head(status),
+            "parallel_batch_id": self._batch_id,
+            "lanes": views,
+            "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
+        }
+        return RunResult(self.run_id, status, response, lambda: response)
+
+
+async def _settle(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except ReceiptWriteFailed as exc:
+        raise StorageUnavailable(str(exc)) from exc
+
+
+def _redacted(receipt: Receipt) -> dict[str, Any]:
+    """The stored (redacted) copy, in the response's shape."""
+    stored = receipt.to_stored()
+    return {key: stored[key] for key in receipt.to_response()}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _from_store(row: StoredReceipt) -> dict[str, Any]:
+    return {
+        "receipt_id": row.id,
+        "plan_id": row.run_id,
+        "call_key": row.call_key,
+        "item_key": row.item_key,
+        "parallel_batch_id": row.parallel_batch_id,
+        "tool": row.tool,
+        "status": row.status,
+        "output": row.output,
+        "error": row.error,
+        "attempts": row.attempts,
+        "cache_hit": row.cache_hit,
+        "cache_source_receipt_id": row.cache_source_receipt_id,
+        "fingerprint": row.fingerprint,
+        "idempotency_key": row.idempotency_key,
+        "parent_receipt_id": row.parent_receipt_id,
+        "control": row.control,
+        "admission_wait_ms": row.admission_wait_ms,
+        "started_at": row.started_at.isoformat(),
+        "finished_at": _iso(row.finished_at),
+        "duration_ms": row.duration_ms,
+    }

@@ -1,0 +1,147 @@
+"""How router runs are kept: the run row, decisions as audit events, pauses and ends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.engine.redaction import DEFAULT_REDACTOR
+from app.router.loop import Finished, Paused, RunResult
+from app.service.errors import StorageUnavailable
+from app.service.writer import GroupCommitWriter
+from app.store.repositories.router_runs import RouterRunRepository
+from app.store.repositories.runs import RunRepository
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AuditDecisions:
+    """The router's decisions, as audit events of the run (redacted once more here)."""
+
+    __slots__ = ("_caller", "_run_id", "_writer")
+
+    def __init__(self, writer: GroupCommitWriter, run_id: str | None, caller: str | None) -> None:
+        self._writer = writer
+        self._run_id = run_id
+        self._caller = caller
+
+    def record(
+        self,
+        kind: str,
+        detail: Mapping[str, Any],
+        *,
+        tool: str | None = None,
+        call_key: str | None = None,
+    ) -> None:
+        self._writer.emit_row(
+            {
+                "run_id": self._run_id,
+                "at": _now(),
+                "kind": kind,
+                "caller": self._caller,
+                "tool": tool,
+                "call_key": call_key,
+                "item_key": None,
+                "detail": DEFAULT_REDACTOR.redact(dict(detail)),
+            }
+        )
+
+
+async def record_router_start(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    run_id: str,
+    owner: str,
+    contract_hash: str,
+    instance_id: str,
+    caller: str | None,
+    request_digest: str | None,
+) -> None:
+    """Commit the `running` row before anything runs, so a crash leaves a trace."""
+    try:
+        async with sessions.begin() as session:
+            await RunRepository(session).create(
+                id=run_id,
+                kind="router",
+                owner=owner,
+                contract_hash=contract_hash,
+                instance_id=instance_id,
+                caller=caller,
+                request_digest=request_digest,
+            )
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
+
+
+async def record_router_result(
+    sessions: async_sessionmaker[AsyncSession], writer: GroupCommitWriter, result: RunResult
+) -> None:
+    """Keep how the run ended, or what it needs to be resumed; decisions are flushed first."""
+    await writer.flush()
+    run_id = result.outcome.run_id
+    call_count = len(result.stored["receipts"])
+    try:
+        async with sessions.begin() as session:
+            if isinstance(result, Finished):
+                await RunRepository(session).finish(
+                    run_id,
+                    status=result.outcome.status.value,
+                    outcome=result.stored,
+                    call_count=call_count,
+                    finished_at=_now(),
+                )
+                await RouterRunRepository(session).release(run_id)
+            else:
+                await RouterRunRepository(session).pause(
+                    run_id,
+                    outcome=result.stored,
+                    call_count=call_count,
+                    checkpoint=result.checkpoint.to_json(),
+                    confirmations=_confirmation_rows(result),
+                )
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+async def record_router_interrupted(
+    sessions: async_sessionmaker[AsyncSession], run_id: str
+) -> None:
+    try:
+        async with sessions.begin() as session:
+            await RunRepository(session).finish(run_id, status="interrupted", finished_at=_now())
+            await RouterRunRepository(session).release(run_id)
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+def closed_outcome(pending_outcome: Mapping[str, Any] | None, reason: str) -> dict[str, Any]:
+    """A paused run's stored outcome, closed without resuming: incomplete, by confirmation."""
+    outcome = dict(pending_outcome or {})
+    state = dict(outcome.get("state") or {})
+    state["status"] = "abort"
+    state["error"] = reason
+    outcome.update(
+        status="incomplete", stopped_by="confirmation", text="", final=None, pending=[], state=state
+    )
+    return outcome
+
+
+def _confirmation_rows(result: Paused) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": call.confirmation_id,
+            "call_id": call.call_id,
+            "call_key": call.call_key,
+            "tool": call.tool,
+            "args": dict(call.args),
+            "args_digest": call.args_digest,
+            "contract_hash": call.contract_hash,
+        }
+        for call in result.calls
+    ]

@@ -1,0 +1,78 @@
+"""Cancelling a run: its running calls are cancelled, the rest skipped, the run ends `cancelled`.
+
+Only the process executing a run can cancel it; a run executing in another
+replica is refused (409) rather than left half-stopped.
+
+RunControlError
+ ├── CancelForbidden        the caller may see the run but not cancel it (403)
+ ├── RunAlreadyEnded        the run had ended before the cancel took effect (409)
+ └── RunRunningElsewhere    another process executes the run (409)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.service.errors import ServiceError, StorageUnavailable
+from app.service.reads import RunNotFound, RunViewer
+from app.service.run_tasks import CANCELLED, INTERRUPTED, RunSupervisor
+from app.store.repositories.runs import RUNNING, RunRepository
+
+# (run kind, the run's creator) -> may this caller cancel it?
+CancelRule = Callable[[str, str | None], bool]
+
+
+class RunControlError(ServiceError):
+    pass
+
+
+class CancelForbidden(RunControlError):
+    pass
+
+
+class RunAlreadyEnded(RunControlError):
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id} already ended: {status}")
+        self.status = status
+
+
+class RunRunningElsewhere(RunControlError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunControl:
+    sessions: async_sessionmaker[AsyncSession]
+    supervisor: RunSupervisor
+
+    async def cancel(self, run_id: str, viewer: RunViewer, may_cancel: CancelRule) -> str:
+        """Cancel the run and wait until it recorded its end; returns its final status."""
+        # Looked up before the row: a run leaves the supervisor only after its end is stored.
+        handle = self.supervisor.get(run_id)
+        try:
+            async with self.sessions() as session:
+                run = await RunRepository(session).get(run_id)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the run could not be read: {exc}") from exc
+        if run is None:
+            raise RunNotFound(run_id)
+        if not may_cancel(run.kind, run.caller):
+            if viewer.can_see_run(run.caller):
+                raise CancelForbidden(run_id)
+            raise RunNotFound(run_id)
+        if handle is None:
+            if run.status == RUNNING:
+                raise RunRunningElsewhere(run_id)
+            raise RunAlreadyEnded(run_id, run.status)
+        stopping = handle.request_stop(CANCELLED)
+        try:
+            status = (await handle.wait()).status
+        except Exception:
+            status = INTERRUPTED
+        if not stopping:
+            raise RunAlreadyEnded(run_id, status)
+        return status

@@ -1,0 +1,82 @@
+"""The run row's start and end, shared by every use-case that starts a run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.service.errors import StorageUnavailable
+from app.service.idempotency import IdempotencyClaim, claim_key
+from app.store.models import Receipt as StoredReceipt
+from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RunRepository
+
+
+async def record_run_start(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    run_id: str,
+    kind: str,
+    owner: str,
+    contract_hash: str,
+    instance_id: str,
+    caller: str | None,
+    parallel_batch_id: str | None = None,
+    claim: IdempotencyClaim | None = None,
+) -> None:
+    """Commit the `running` row, and claim the idempotency key in the same transaction.
+
+    Committed before the first call runs, so a crash leaves a trace. Raises
+    IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key first.
+    """
+    try:
+        async with sessions.begin() as session:
+            if claim is not None:
+                await claim_key(session, claim, run_id)
+            await RunRepository(session).create(
+                id=run_id,
+                kind=kind,
+                owner=owner,
+                contract_hash=contract_hash,
+                instance_id=instance_id,
+                caller=caller,
+                parallel_batch_id=parallel_batch_id,
+                request_digest=None if claim is None else claim.request_digest,
+            )
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
+
+
+async def record_run_end(
+    sessions: async_sessionmaker[AsyncSession],
+    run_id: str,
+    *,
+    status: str,
+    call_count: int | None = None,
+    outcome: dict[str, Any] | None = None,
+) -> None:
+    try:
+        async with sessions.begin() as session:
+            await RunRepository(session).finish(
+                run_id,
+                status=status,
+                outcome=outcome,
+                call_count=call_count,
+                finished_at=datetime.now(UTC),
+            )
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+async def stored_receipts(
+    sessions: async_sessionmaker[AsyncSession], run_id: str
+) -> list[StoredReceipt]:
+    """Every stored receipt of the run, in `seq` order."""
+    try:
+        async with sessions() as session:
+            return await ReceiptRepository(session).list_for_run(run_id)
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc

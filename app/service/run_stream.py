@@ -1,0 +1,158 @@
+"""A run's receipts as they become durable, then its final status: the events stream.
+
+Subscribe first, then read what is stored: a receipt committed before the
+subscription is in the store, one committed after it reaches the subscriber,
+and the overlap is dropped by `seq`. A finished run replays its stored
+receipts and ends at once. A run executing in this process is followed through
+the hub; one running elsewhere (another replica) by polling the store every
+`poll_s`, until it ends there (or is marked interrupted when its process died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.service.errors import StorageUnavailable
+from app.service.reads import RunNotFound, RunViewer, receipt_view
+from app.service.run_events import RunEventHub
+from app.service.run_tasks import RunSupervisor
+from app.store.models import Receipt as StoredReceipt
+from app.store.models import Run
+from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RUNNING, RunRepository
+
+PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    kind: Literal["receipt", "end", "heartbeat"]
+    data: Mapping[str, Any] | None = None
+
+
+class _Seen:
+    """Sequence numbers already sent: one bit each, whatever the run's size."""
+
+    __slots__ = ("_bits", "count")
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        self.count = 0
+
+    def add(self, seq: int) -> bool:
+        """False when `seq` was already sent."""
+        byte, bit = divmod(seq, 8)
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(byte + 1 - len(self._bits)))
+        if self._bits[byte] & (1 << bit):
+            return False
+        self._bits[byte] |= 1 << bit
+        self.count += 1
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class RunEventStream:
+    sessions: async_sessionmaker[AsyncSession]
+    hub: RunEventHub
+    supervisor: RunSupervisor
+    heartbeat_s: float
+    poll_s: float
+
+    async def open(self, run_id: str, viewer: RunViewer) -> AsyncGenerator[RunEvent, None]:
+        """Check the run is visible (RunNotFound otherwise), then stream it."""
+        run = await self._run(run_id)
+        if run is None or not viewer.can_see_run(run.caller):
+            raise RunNotFound(run_id)
+        return self._events(run_id)
+
+    async def _events(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
+        loop = asyncio.get_running_loop()
+        with self.hub.subscribe(run_id) as subscription:
+            seen = _Seen()
+            # Read before the receipts: a run seen finished has all its receipts stored.
+            status = await self._status(run_id)
+            async for event in self._unseen(run_id, seen):
+                yield event
+            last_sent = loop.time()
+            while status == RUNNING:
+                for event in _receipts(subscription.drain(), seen):
+                    yield event
+                    last_sent = loop.time()
+                if subscription.lagged:
+                    subscription.lagged = False
+                    async for event in self._unseen(run_id, seen):
+                        yield event
+                if subscription.ended is not None:
+                    for event in _receipts(subscription.drain(), seen):
+                        yield event
+                    status = subscription.ended
+                    break
+                if subscription.closed:
+                    return
+                local = self.supervisor.is_active(run_id)
+                if await subscription.wait(self.heartbeat_s if local else self.poll_s):
+                    continue
+                if not local:
+                    status = await self._status(run_id)
+                    if status != RUNNING or await self._count(run_id) > seen.count:
+                        async for event in self._unseen(run_id, seen):
+                            yield event
+                            last_sent = loop.time()
+                if status == RUNNING and loop.time() - last_sent >= self.heartbeat_s:
+                    yield RunEvent("heartbeat")
+                    last_sent = loop.time()
+            if status is not None:
+                yield RunEvent("end", {"run_id": run_id, "status": status})
+
+    async def _unseen(self, run_id: str, seen: _Seen) -> AsyncIterator[RunEvent]:
+        """Stored receipts not sent yet, page by page."""
+        after: int | None = None
+        while True:
+            try:
+                async with self.sessions() as session:
+                    page = await ReceiptRepository(session).list_for_run(
+                        run_id, after_seq=after, limit=PAGE
+                    )
+            except SQLAlchemyError as exc:
+                raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
+            for row in page:
+                if seen.add(row.seq):
+                    yield RunEvent("receipt", receipt_view(row))
+            if len(page) < PAGE:
+                return
+            after = page[-1].seq
+
+    async def _run(self, run_id: str) -> Run | None:
+        try:
+            async with self.sessions() as session:
+                return await RunRepository(session).get(run_id)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the run could not be read: {exc}") from exc
+
+    async def _status(self, run_id: str) -> str | None:
+        """None when the run is gone from the store: the stream ends without a status."""
+        run = await self._run(run_id)
+        return None if run is None else run.status
+
+    async def _count(self, run_id: str) -> int:
+        try:
+            async with self.sessions() as session:
+                counts = await ReceiptRepository(session).count_by_status(run_id)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
+        return sum(counts.values())
+
+
+def _receipts(rows: Iterable[Mapping[str, Any]], seen: _Seen) -> list[RunEvent]:
+    return [
+        RunEvent("receipt", receipt_view(StoredReceipt(**row)))
+        for row in rows
+        if seen.add(row["seq"])
+    ]

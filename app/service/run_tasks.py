@@ -1,0 +1,197 @@
+"""Every run executes in its own task, registered by run id, under one supervisor.
+
+A use-case records the run (its row is committed, preflight passed) and hands
+the supervisor a `SupervisedRun`. A synchronous request then waits for the
+task, shielded: a client that goes away does not stop the run. A
+`Prefer: respond-async` request answers at once and the run goes on alone.
+
+Stopping a run cancels its task while `execute` runs: the engine gives the
+running calls `cancelled` receipts and the calls not started `skipped` ones,
+flushes them and lets the cancellation propagate; the run then records its end
+with `stop`. A caller's cancel ends a run `cancelled`; shutdown ends every run
+`interrupted`, as a crash would (the service, not the caller, stopped it).
+Once `execute` has returned, the run is finishing and can no longer be
+stopped: `finish` records its natural end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.service.run_events import RunEventHub
+from app.service.run_records import record_run_end
+
+logger = logging.getLogger("toolloop.runs")
+
+CANCELLED = "cancelled"
+INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_id: str
+    status: str
+    # The caller's own copy (real outputs).
+    response: dict[str, Any]
+    # The copy that may be stored (stored receipts' redaction), built on demand.
+    redacted: Callable[[], dict[str, Any]]
+
+
+class SupervisedRun(Protocol):
+    """A recorded run, ready to execute; what any use-case that starts a run provides."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    async def execute(self) -> None:
+        """Run the calls; the only part that is cancelled. Keep what `finish` needs."""
+
+    async def finish(self) -> RunResult:
+        """Record the run's natural end after `execute` returned."""
+
+    async def stop(self, status: str) -> RunResult:
+        """Record the end as `status` after `execute` was cancelled (or never began)."""
+
+
+RunEnded = Callable[[RunResult | None, BaseException | None], Awaitable[None]]
+
+
+class _Phase(Enum):
+    PENDING = "pending"
+    EXECUTING = "executing"
+    FINISHING = "finishing"
+
+
+class RunHandle:
+    __slots__ = ("_phase", "_task", "error", "result", "run_id", "stop_reason")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.stop_reason: str | None = None
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+        self._phase = _Phase.PENDING
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def wait(self) -> RunResult:
+        """The run's result once it ended (raises its error); cancelling the waiter
+        does not cancel the run."""
+        assert self._task is not None
+        await asyncio.shield(self._task)
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def request_stop(self, reason: str) -> bool:
+        """Ask the run to stop; False when it is already finishing (too late)."""
+        if self._phase is _Phase.FINISHING:
+            return False
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            if self._phase is _Phase.EXECUTING and self._task is not None:
+                self._task.cancel()
+        return True
+
+
+class RunSupervisor:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], events: RunEventHub) -> None:
+        self._sessions = sessions
+        self._events = events
+        self._runs: dict[str, RunHandle] = {}
+        self._closing = False
+
+    def launch(self, run: SupervisedRun, *, on_end: RunEnded | None = None) -> RunHandle:
+        """Start the run's task. `on_end` runs inside it after the run ended, so it
+        completes even when the request that launched the run is gone."""
+        handle = RunHandle(run.run_id)
+        if self._closing:
+            handle.stop_reason = INTERRUPTED
+        handle._task = asyncio.create_task(
+            self._supervise(handle, run, on_end), name=f"toolloop-run-{run.run_id}"
+        )
+        self._runs[run.run_id] = handle
+        return handle
+
+    def get(self, run_id: str) -> RunHandle | None:
+        return self._runs.get(run_id)
+
+    def is_active(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    @property
+    def active_count(self) -> int:
+        return len(self._runs)
+
+    async def aclose(self) -> None:
+        """Stop every run as `interrupted` and wait until each recorded its end."""
+        self._closing = True
+        while self._runs:
+            handles = list(self._runs.values())
+            for handle in handles:
+                handle.request_stop(INTERRUPTED)
+            await asyncio.gather(
+                *(h._task for h in handles if h._task is not None), return_exceptions=True
+            )
+
+    async def _supervise(
+        self, handle: RunHandle, run: SupervisedRun, on_end: RunEnded | None
+    ) -> None:
+        try:
+            try:
+                handle.result = await self._run(handle, run)
+            except Exception as exc:
+                logger.error("run %s failed: %s", run.run_id, exc, exc_info=exc)
+                handle.error = exc
+                await self._record_interrupted(run.run_id)
+            result = handle.result
+            self._events.end(run.run_id, INTERRUPTED if result is None else result.status)
+            if on_end is not None:
+                try:
+                    await on_end(result, handle.error)
+                except Exception as exc:
+                    logger.error("after run %s: %s", run.run_id, exc, exc_info=exc)
+        finally:
+            self._runs.pop(run.run_id, None)
+
+    async def _run(self, handle: RunHandle, run: SupervisedRun) -> RunResult:
+        task = asyncio.current_task()
+        assert task is not None
+        handle._phase = _Phase.EXECUTING
+        if handle.stop_reason is not None:
+            # Stopped before it began: still run the engine, cancelled from its
+            # first step, so that every call gets its receipt.
+            task.cancel()
+        try:
+            await run.execute()
+        except asyncio.CancelledError:
+            if handle.stop_reason is None:
+                raise
+            task.uncancel()
+            handle._phase = _Phase.FINISHING
+            return await run.stop(handle.stop_reason)
+        handle._phase = _Phase.FINISHING
+        if handle.stop_reason is not None and task.cancelling():
+            # A stop that found nothing left to cancel: absorb it before finishing.
+            task.uncancel()
+            with suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+        return await run.finish()
+
+    async def _record_interrupted(self, run_id: str) -> None:
+        try:
+            await record_run_end(self._sessions, run_id, status=INTERRUPTED)
+        except Exception as exc:
+            logger.error("run %s could not be marked interrupted: %s", run_id, exc)

@@ -1,0 +1,70 @@
+"""The router's scope (`router:run`) and who may decide a confirmation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.api.auth import create_key
+from tests.router import router_tools
+from tests.router.http_support import router_settings, run_body, running, stored_run
+from tests.router.replies import openai_calls, openai_text
+from tests.router.scripted_server import ScriptedServer, scripted_server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tools() -> Iterator[None]:
+    router_tools.reset()
+    yield
+    router_tools.reset()
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedServer]:
+    with scripted_server() as server:
+        yield server
+
+
+async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_creator(
+    sqlite_url: str, tmp_path: Path, model: ScriptedServer
+) -> None:
+    keys = tmp_path / "keys.yml"
+    planner = create_key(keys, "planner", ["plans:execute"])
+    alice = create_key(keys, "alice", ["router:run"])
+    bob = create_key(keys, "bob", ["router:run"])
+    operator = create_key(keys, "operator", ["router:run", "runs:read:all"])
+    settings = router_settings(sqlite_url, tmp_path, model.base_url, api_keys=keys)
+    model.script(openai_calls(("c1", "publish", {"title": "t"})))
+
+    async with running(settings) as (app, client):
+        anonymous = await client.post("/router/runs", json=run_body())
+        wrong_scope = await client.post(
+            "/router/runs", json=run_body(), headers={"authorization": f"Bearer {planner}"}
+        )
+        started = await client.post(
+            "/router/runs", json=run_body(), headers={"authorization": f"Bearer {alice}"}
+        )
+        body = started.json()
+        path = (
+            f"/router/runs/{body['run_id']}/confirmations/{body['pending'][0]['confirmation_id']}"
+        )
+        by_bob = await client.post(
+            path, json={"approve": True}, headers={"authorization": f"Bearer {bob}"}
+        )
+        model.script(openai_text("ok"), openai_text("answer"))
+        by_operator = await client.post(
+            path, json={"approve": True}, headers={"authorization": f"Bearer {operator}"}
+        )
+        await app.state.runtime.router.drain()
+        run = await stored_run(app, body["run_id"])
+
+    assert anonymous.status_code == 401
+    assert wrong_scope.status_code == 403
+    assert started.status_code == 200
+    assert run.caller == "alice"
+    assert by_bob.status_code == 404
+    assert by_operator.status_code == 202
+    assert run.status == "done"
+    assert router_tools.CALLS == [("publish", {"title": "t"})]

@@ -1,0 +1,58 @@
+"""Values orjson already writes canonically skip the copying pass, with the same bytes."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import orjson
+import pytest
+
+from app.contract.canonical import _normalize, canonical_json, fingerprint
+
+
+class Label(str, enum.Enum):  # noqa: UP042 (a str subclass on purpose)
+    RED = "red"
+
+
+def _slow(value: Any) -> bytes:
+    return orjson.dumps(_normalize(value), option=orjson.OPT_SORT_KEYS)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1.0
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "hello", "n": 3, "ok": True, "none": None},
+        {"b": [1, 2, {"d": 0.5, "c": "x"}], "a": (1, "t")},
+        {"f": 2.0},
+        {"f": -0.0},
+        {"f": [1.5, 3.0]},
+        {"big": 2**64, "small": -(2**63) - 1, "edge": 2**64 - 1},
+        {Label.RED: "key is a str subclass"},
+        {"v": Label.RED},
+        _nested(40),
+        [],
+        {},
+        "plain",
+    ],
+)
+def test_fast_and_slow_paths_write_the_same_bytes(value: Any) -> None:
+    assert canonical_json(value) == _slow(value)
+
+
+@pytest.mark.parametrize("value", [{"x": float("nan")}, {"x": [float("inf")]}, {1: "x"}])
+def test_values_json_cannot_hold_are_still_refused(value: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        canonical_json(value)
+
+
+def test_fingerprint_is_unchanged_by_the_fast_path() -> None:
+    assert fingerprint("t", {"a": 1.0}) == fingerprint("t", {"a": 1})
+    assert fingerprint("t", {"a": 1.5}) != fingerprint("t", {"a": 1})

@@ -1,0 +1,158 @@
+"""JSON log lines: one object per line, context bound, redacted at the formatter."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.observability.context import LogContext, bind_run, enter_context, leave_context
+from app.observability.logging import (
+    UVICORN_LOGGERS,
+    JsonFormatter,
+    RedactingTextFormatter,
+    build_handler,
+    configure_logging,
+)
+from app.settings import Settings
+from tests.observability.conftest import bearer, serving
+from tests.observability.registry import OWNER
+
+SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in stream.getvalue().splitlines() if line]
+
+
+def _record(message: str, *args: Any, **extra: Any) -> logging.LogRecord:
+    record = logging.LogRecord("toolloop.test", logging.INFO, __file__, 1, message, args, None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_a_line_is_one_json_object_with_the_standard_fields() -> None:
+    line = orjson.loads(JsonFormatter().format(_record("hello %s", "world", answer=42)))
+
+    assert line["message"] == "hello world"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "toolloop.test"
+    assert line["answer"] == 42
+    assert line["ts"].endswith("+00:00")
+    assert {"request_id", "run_id", "caller"} <= line.keys()
+
+
+def test_the_bound_context_is_on_every_line() -> None:
+    token = enter_context(LogContext(request_id="req-1"))
+    try:
+        bind_run("run-1", "alice")
+        line = orjson.loads(JsonFormatter().format(_record("x")))
+    finally:
+        leave_context(token)
+
+    assert (line["request_id"], line["run_id"], line["caller"]) == ("req-1", "run-1", "alice")
+
+
+def test_the_caller_comes_from_the_request_principal_when_not_bound() -> None:
+    class Principal:
+        name = "bob"
+
+    token = enter_context(LogContext(request_id="r", request_state={"principal": Principal()}))
+    try:
+        line = orjson.loads(JsonFormatter().format(_record("x")))
+    finally:
+        leave_context(token)
+
+    assert line["caller"] == "bob"
+
+
+def test_message_arguments_extras_and_exceptions_are_redacted() -> None:
+    try:
+        raise RuntimeError(f"boom {SECRET}")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "t", logging.ERROR, __file__, 1, "got %s", (SECRET,), exc_info=sys.exc_info()
+        )
+    record.__dict__.update(
+        header=f"Bearer {SECRET}", nested={"k": [SECRET]}, obj=object(), **{SECRET: 1}
+    )
+
+    text = JsonFormatter().format(record)
+
+    assert SECRET not in text
+    line = orjson.loads(text)
+    assert line["message"] == "got [REDACTED]"
+    assert "RuntimeError: boom [REDACTED]" in line["exc"]
+    assert line["nested"] == {"k": ["[REDACTED]"]}
+
+
+def test_a_bad_format_call_is_still_redacted() -> None:
+    text = JsonFormatter().format(_record(f"oops {SECRET} %s %s", "only one"))
+
+    assert SECRET not in text
+    assert "did not match" in orjson.loads(text)["message"]
+
+
+def test_the_text_format_is_redacted_too() -> None:
+    text = RedactingTextFormatter().format(_record("key=%s", SECRET))
+
+    assert SECRET not in text
+    assert "key=[REDACTED]" in text
+
+
+def test_configure_logging_routes_everything_through_one_handler() -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    stream = io.StringIO()
+    try:
+        handler = configure_logging("warning", "json", stream)
+        logging.getLogger("uvicorn.error").warning("uvicorn says %s", SECRET)
+        logging.getLogger("toolloop.any").info("below the level")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+
+    assert root.level == saved[1]
+    assert handler not in root.handlers
+    assert all(logging.getLogger(name).propagate for name in UVICORN_LOGGERS)
+    lines = _lines(stream)
+    assert [line["message"] for line in lines] == ["uvicorn says [REDACTED]"]
+
+
+def test_build_handler_writes_to_the_given_stream() -> None:
+    stream = io.StringIO()
+    handler = build_handler("text", stream)
+    handler.emit(_record("plain"))
+
+    assert "plain" in stream.getvalue()
+
+
+async def test_each_request_logs_one_line_with_request_run_and_caller(
+    registry_path: Path, sqlite_url: str, keys_path: Path, json_logs: io.StringIO
+) -> None:
+    headers = {**bearer(keys_path, "planner-key", "plans:execute"), "X-Request-ID": "req-77"}
+    settings = Settings(registries=[registry_path], database_url=sqlite_url, api_keys=keys_path)
+
+    async with serving(settings) as client:
+        response = await client.post(
+            "/plans/sequential",
+            json={
+                "owner": OWNER,
+                "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "x"}}],
+            },
+            headers=headers,
+        )
+
+    assert response.status_code == 200
+    requests = [line for line in _lines(json_logs) if line["logger"] == "toolloop.http"]
+    assert len(requests) == 1
+    line = requests[0]
+    assert line["request_id"] == "req-77"
+    assert line["run_id"] == response.json()["plan_id"]
+    assert line["caller"] == "planner-key"
+    assert (line["method"], line["route"], line["status"]) == ("POST", "/plans/sequential", 200)
+    assert line["duration_ms"] >= 0

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.service.idempotency import (
+    OPEN_MODE_CALLER,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    IdempotencyService,
+    StoredResponse,
+    request_digest,
+)
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
+from app.store.repositories.idempotency import IdempotencyRepository
+
+DAY = 86_400.0
+PROBLEM = StoredResponse(422, {"content-type": "application/problem+json"}, {"status": 422})
+
+
+@pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    await upgrade_database(database_url)
+    engine = create_database_engine(database_url)
+    yield create_session_factory(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+def keys(sessions: async_sessionmaker[AsyncSession]) -> IdempotencyService:
+    return IdempotencyService(sessions, ttl_s=DAY)
+
+
+def test_the_digest_covers_method_path_mode_and_canonical_body() -> None:
+    body = {"b": [1, 2.0], "a": "x"}
+    same = request_digest("post", "/plans/sequential", "wait", {"a": "x", "b": [1, 2]})
+    assert request_digest("POST", "/plans/sequential", "wait", body) == same
+    assert request_digest("POST", "/plans/parallel", "wait", body) != same
+    assert request_digest("POST", "/plans/sequential", "respond-async", body) != same
+    assert request_digest("POST", "/plans/sequential", "wait", {**body, "a": "y"}) != same
+
+
+async def test_a_recorded_response_is_found_again(keys: IdempotencyService) -> None:
+    claim = keys.claim(None, "k", "d1")
+    assert claim.caller == OPEN_MODE_CALLER
+    assert claim.expires_at - datetime.now(UTC) > timedelta(hours=23)
+    assert await keys.lookup(claim) is None
+
+    assert await keys.record(claim, PROBLEM)
+    assert not await keys.record(claim, PROBLEM)
+
+    assert await keys.lookup(claim) == PROBLEM
+    with pytest.raises(IdempotencyKeyReused):
+        await keys.lookup(keys.claim(None, "k", "d2"))
+    assert await keys.lookup(keys.claim("someone", "k", "d2")) is None
+
+
+async def test_secrets_are_redacted_before_a_response_is_stored(keys: IdempotencyService) -> None:
+    claim = keys.claim("ops", "k", "d1")
+    secret = StoredResponse(422, {}, {"detail": "Bearer abcdefghijklmnopqrstuvwxyz0123456789"})
+    await keys.record(claim, secret)
+
+    stored = await keys.lookup(claim)
+    assert stored is not None
+    assert stored.body == {"detail": "Bearer [REDACTED]"}
+
+
+async def test_a_key_in_progress_is_busy_until_completed(
+    keys: IdempotencyService, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    claim = keys.claim("ops", "k", "d1")
+    async with sessions.begin() as session:
+        await IdempotencyRepository(session).insert(
+            caller="ops", key="k", request_digest="d1", expires_at=claim.expires_at, run_id="r1"
+        )
+    with pytest.raises(IdempotencyKeyInUse) as busy:
+        await keys.lookup(claim)
+    assert busy.value.run_id == "r1"
+
+    await keys.complete(claim, StoredResponse(200, {}, {"plan_id": "r1"}))
+    assert await keys.lookup(claim) == StoredResponse(200, {}, {"plan_id": "r1"})
+
+
+async def test_expired_keys_are_free_and_purged(
+    keys: IdempotencyService, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    async with sessions.begin() as session:
+        await IdempotencyRepository(session).insert(
+            caller="ops", key="old", request_digest="d1", expires_at=past, now=past
+        )
+    assert await keys.lookup(keys.claim("ops", "old", "other")) is None
+
+    assert await keys.purge_expired() == 1
+    assert await keys.purge_expired() == 0
