@@ -14,6 +14,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from app.api.problems import PROBLEM_MEDIA_TYPE, ProblemOut
+
 _REF_TEMPLATE = "#/components/schemas/{model}"
 OPEN_PATHS = ("/healthz", "/readyz")
 _request_models: dict[str, type[BaseModel]] = {}
@@ -39,6 +41,35 @@ def json_body(
     }
 
 
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            PROBLEM_MEDIA_TYPE: {"schema": {"$ref": _REF_TEMPLATE.format(model="ProblemOut")}}
+        },
+    }
+
+
+_AUTH_FAILURES = {
+    "401": "No API key, or a key that is not valid (WWW-Authenticate says which).",
+    "403": "The API key lacks the scope this operation needs.",
+    "429": "Too many failed authentication attempts from this address (see Retry-After).",
+}
+
+
+def _problem_media_type(response: dict[str, Any]) -> None:
+    """Problem bodies are served as application/problem+json, never application/json."""
+    content = response.get("content", {})
+    plain = content.get("application/json", {})
+    if plain.get("schema", {}).get("$ref", "").endswith("/ProblemOut"):
+        content[PROBLEM_MEDIA_TYPE] = content.pop("application/json")
+
+
+def _document_auth_failures(responses: dict[str, Any]) -> None:
+    for status, description in _AUTH_FAILURES.items():
+        responses.setdefault(status, _problem(description))
+
+
 def install_openapi(app: FastAPI) -> None:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -59,10 +90,21 @@ def install_openapi(app: FastAPI) -> None:
                 }
             }
             document["security"] = [{"bearerAuth": []}]
-            for path in OPEN_PATHS:
-                for operation in document["paths"].get(path, {}).values():
-                    operation["security"] = []
+            for path, operations in document["paths"].items():
+                for operation in operations.values():
+                    for response in operation["responses"].values():
+                        _problem_media_type(response)
+                    if path in OPEN_PATHS:
+                        operation["security"] = []
+                    else:
+                        _document_auth_failures(operation["responses"])
+            readiness = document["paths"].get("/readyz", {}).get("get")
+            if readiness is not None:
+                readiness["responses"].setdefault("503", _problem("Not ready: see detail."))
             schemas = components.setdefault("schemas", {})
+            schemas.setdefault(
+                "ProblemOut", ProblemOut.model_json_schema(ref_template=_REF_TEMPLATE)
+            )
             for name, model in sorted(_request_models.items()):
                 schema = model.model_json_schema(ref_template=_REF_TEMPLATE)
                 schemas.update(schema.pop("$defs", {}))

@@ -31,6 +31,18 @@ class CallIn(_Strict):
 
 
 class SequentialPlanIn(_Strict):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "owner": "worker-a",
+                    "calls": [{"call_key": "c1", "tool": "transform", "args": {"text": "x"}}],
+                    "context": {"trace_id": "t-1"},
+                }
+            ]
+        }
+    )
+
     owner: str
     calls: list[CallIn]
     context: dict[str, Any] = Field(default_factory=dict)
@@ -51,6 +63,25 @@ class LaneIn(_Strict):
 
 
 class ParallelPlanIn(_Strict):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "owner": "worker-a",
+                    "max_concurrency": 8,
+                    "lanes": [
+                        {
+                            "item_key": "a",
+                            "calls": [
+                                {"call_key": "1", "tool": "transform", "args": {"text": "x"}}
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
     owner: str
     max_concurrency: int
     lanes: list[LaneIn]
