@@ -3,7 +3,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from app.store.database import create_database_engine
+from app.store.database import create_database_engine, create_session_factory
 
 
 async def test_healthz_answers_ok(client: httpx.AsyncClient) -> None:
@@ -51,3 +51,25 @@ async def test_wrong_method_is_problem_json(client: httpx.AsyncClient) -> None:
     response = await client.post("/healthz")
     assert response.status_code == 405
     assert response.json()["status"] == 405
+
+
+async def test_a_database_outage_is_a_503_problem_never_a_500(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    runtime = app.state.runtime
+    original = runtime.sessions
+    gone = create_database_engine("postgresql+psycopg://nobody@127.0.0.1:1/absent")
+    runtime.sessions = create_session_factory(gone)
+    try:
+        responses = [
+            await client.get("/runs"),
+            await client.get("/receipts"),
+            await client.get("/runs/some-run"),
+        ]
+    finally:
+        runtime.sessions = original
+        await gone.dispose()
+    for response in responses:
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.headers["retry-after"]
