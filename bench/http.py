@@ -1,0 +1,216 @@
+"""Target 4: HTTP throughput and tail latency against a bare FastAPI endpoint.
+
+Both servers are uvicorn subprocesses with one worker on 127.0.0.1, driven in
+turn by the same `wrk` run (32 connections, bounded in time). Ours answers a
+one-call and a ten-call sequential plan with durable receipts (SQLite, and
+PostgreSQL when available); the floor parses the same body and answers JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from bench import databases, harness
+from bench.stats import Check, Sample, Section, ratios
+
+COMMAND = "BENCH_ONLY=http .venv/bin/python -m bench"
+CONNECTIONS = 32
+DURATION_S = 3 if harness.QUICK else 10
+ROUNDS = 1 if harness.QUICK else 3
+
+
+def _body(calls: int) -> str:
+    return json.dumps(
+        {
+            "owner": harness.OWNER,
+            "calls": [
+                {"call_key": f"c{index}", "tool": "noop", "args": {"text": "hello"}}
+                for index in range(calls)
+            ],
+        }
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _spawn(command: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("w") as sink:
+        return subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": "."}
+        )
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-2000:]
+
+
+@asynccontextmanager
+async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator[str]:
+    process = _spawn(command, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(300):
+                if process.poll() is not None:
+                    raise RuntimeError(f"server exited: {_tail(log)}")
+                try:
+                    if (await client.get(f"{base}/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            else:
+                raise RuntimeError("server did not start within 30 s")
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+_LATENCY = re.compile(r"^\s+(50|75|90|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _wrk(url: str, script: Path, duration_s: int) -> dict[str, float]:
+    done = subprocess.run(
+        ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{duration_s}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration_s + 60,
+    )
+    out = done.stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"wrk saw errors:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    latency = {f"p{m[0]}": float(m[1]) * _UNITS[m[2]] for m in _LATENCY.findall(out)}
+    return {"rps": rate, **latency}
+
+
+def _script(directory: Path, name: str, body: str) -> Path:
+    path = directory / f"{name}.lua"
+    escaped = body.replace("\\", "\\\\").replace("'", "\\'")
+    path.write_text(
+        f"wrk.method = 'POST'\nwrk.body = '{escaped}'\n"
+        "wrk.headers['Content-Type'] = 'application/json'\n"
+    )
+    return path
+
+
+async def _round(
+    bases: dict[str, str], scripts: dict[str, Path], plans: dict[str, tuple[str, str]]
+) -> dict[str, dict[str, float]]:
+    """One wrk run per subject; `plans` maps subject -> (server, script)."""
+    results = {}
+    for subject, (server, script) in plans.items():
+        url = f"{bases[server]}/plans/sequential"
+        results[subject] = await asyncio.to_thread(_wrk, url, scripts[script], DURATION_S)
+    return results
+
+
+async def measure() -> Section:
+    section = Section("HTTP (target 4)", COMMAND)
+    if shutil.which("wrk") is None:
+        section.notes.append("wrk is not installed (apt-get install wrk): HTTP figures skipped")
+        return section
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="toolloop-http-") as scratch:
+        directory = Path(scratch)
+        scripts = {
+            "one": _script(directory, "one", _body(1)),
+            "ten": _script(directory, "ten", _body(10)),
+        }
+        databases_to_use = [("SQLite", f"sqlite+aiosqlite:///{directory / 'http.db'}")]
+        unavailable = await databases.postgres_available()
+        postgres = databases.postgres_database() if unavailable is None else None
+        if postgres is not None and not harness.QUICK:
+            databases_to_use.append(("PostgreSQL", await postgres.__aenter__()))
+        elif unavailable is not None:
+            section.notes.append(unavailable)
+        try:
+            for name, url in databases_to_use:
+                await _compare(section, python, directory, scripts, name, url)
+        finally:
+            if postgres is not None and len(databases_to_use) > 1:
+                await postgres.__aexit__(None, None, None)
+    return section
+
+
+async def _compare(
+    section: Section,
+    python: str,
+    directory: Path,
+    scripts: dict[str, Path],
+    name: str,
+    url: str,
+) -> None:
+    floor_port, our_port = _free_port(), _free_port()
+    floor_command = [
+        python, "-m", "uvicorn", "bench.floor_app:app", "--host", "127.0.0.1",
+        "--port", str(floor_port), "--no-access-log", "--log-level", "warning",
+    ]  # fmt: skip
+    our_command = [
+        python, "-m", "app.cli", "serve", "--registry", str(harness.REGISTRY),
+        "--host", "127.0.0.1", "--port", str(our_port), "--database-url", url,
+    ]  # fmt: skip
+    plans = {
+        "floor": ("floor", "one"),
+        "one-call plan": ("ours", "one"),
+        "ten-call plan": ("ours", "ten"),
+    }
+    samples: dict[str, dict[str, Sample]] = {
+        subject: {"rps": Sample("req/s"), "p50": Sample("ms"), "p99": Sample("ms")}
+        for subject in plans
+    }
+    async with (
+        _server(floor_command, floor_port, directory / "floor.log") as floor_base,
+        _server(our_command, our_port, directory / f"ours-{name}.log") as our_base,
+    ):
+        bases = {"floor": floor_base, "ours": our_base}
+        for server, script in (("floor", "one"), ("ours", "one"), ("ours", "ten")):
+            await asyncio.to_thread(_wrk, f"{bases[server]}/plans/sequential", scripts[script], 2)
+        for index in range(ROUNDS):
+            order = list(plans)[index % 3 :] + list(plans)[: index % 3]
+            results = await _round(bases, scripts, {subject: plans[subject] for subject in order})
+            for subject, figures in results.items():
+                for key, sample in samples[subject].items():
+                    sample.values.append(figures[key])
+    floor = samples["floor"]
+    for subject, figures in samples.items():
+        for key, sample in figures.items():
+            section.samples[f"{name}: {subject}: {key}"] = sample
+    for subject, bound in (("one-call plan", 0.5), ("ten-call plan", 0.25)):
+        throughput = ratios(samples[subject]["rps"], floor["rps"])
+        tail = ratios(samples[subject]["p99"], floor["p99"])
+        section.samples[f"{name}: {subject} / floor req/s"] = throughput
+        section.samples[f"{name}: {subject} / floor p99"] = tail
+        section.checks.append(
+            Check(f"4 {subject} req/s vs floor, {name}", str(throughput), f"≥ {bound}x",
+                  throughput.median >= bound)
+        )  # fmt: skip
+        if subject == "one-call plan":
+            section.checks.append(
+                Check(f"4 {subject} p99 vs floor, {name}", str(tail), "≤ 2x", tail.median <= 2.0)
+            )

@@ -1,0 +1,207 @@
+"""Target 2: durable receipts.
+
+(a) The group-commit writer against a raw SQLAlchemy batched insert of the
+same receipt rows (1,000 rows per transaction), on SQLite and PostgreSQL; the
+commits are counted, and the writer must never commit once per receipt.
+(b) Per-call cost of a plan whose receipts are durable before it answers: the
+production engine wiring (metered sinks, group-commit writer, database cache,
+backpressure) from `open_runtime`, against Pydantic AI in the same rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from sqlalchemy import event, insert
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.contract import Contract
+from app.engine.memory import MemoryReceiptSink
+from app.engine.receipt import Receipt
+from app.engine.run import RunIdentity
+from app.service.receipt_rows import receipt_row
+from app.service.runtime import open_runtime
+from app.service.writer import GroupCommitWriter
+from app.settings import Settings
+from app.store.database import create_database_engine, create_session_factory
+from app.store.models import Receipt as ReceiptModel
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.runs import RunRepository
+from bench import databases, harness, peers
+from bench.stats import Check, Measure, Sample, Section, ratios, rounds, wall_clock
+
+COMMAND = "BENCH_ONLY=receipts .venv/bin/python -m bench"
+BATCH = 1000
+PLAN_CALLS = 1000
+
+
+async def _receipts(built: Contract, count: int) -> list[Receipt]:
+    sink = MemoryReceiptSink()
+    runner = harness.engine(built, sink)
+    plan, admitted = harness.sequential_plan(built, "noop", count)
+    await harness.run_sequential(runner, built, plan, admitted)
+    await runner.aclose()
+    return sink.receipts
+
+
+class _Commits:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.count = 0
+        event.listen(engine.sync_engine, "commit", self._seen)
+
+    def _seen(self, _connection: Any) -> None:
+        self.count += 1
+
+
+async def _new_run(sessions: async_sessionmaker[AsyncSession], built: Contract) -> str:
+    run_id = str(uuid.uuid4())
+    async with sessions.begin() as session:
+        await RunRepository(session).create(
+            id=run_id,
+            kind="sequential",
+            owner=harness.OWNER,
+            contract_hash=built.hash,
+            instance_id="bench",
+        )
+    return run_id
+
+
+def _for_run(receipts: Sequence[Receipt], run_id: str) -> list[Receipt]:
+    return [receipt._replace(run_id=run_id, receipt_id=uuid.uuid4().hex) for receipt in receipts]
+
+
+async def _writer_against_raw(
+    url: str, built: Contract, template: Sequence[Receipt], count: int
+) -> tuple[dict[str, Sample], list[int]]:
+    database = create_database_engine(url)
+    sessions = create_session_factory(database)
+    commits = _Commits(database)
+    writer_commits: list[int] = []
+    async with sessions.begin() as session:
+        await ContractSnapshotRepository(session).save_if_absent(built.hash, {}, 0)
+
+    async def raw_insert() -> float:
+        rows = [receipt_row(r) for r in _for_run(template, await _new_run(sessions, built))]
+        started = wall_clock()
+        for offset in range(0, len(rows), BATCH):
+            async with sessions.begin() as session:
+                await session.execute(insert(ReceiptModel), rows[offset : offset + BATCH])
+        return len(rows) / (wall_clock() - started)
+
+    async def group_commit() -> float:
+        receipts = _for_run(template, await _new_run(sessions, built))
+        writer = GroupCommitWriter(sessions)
+        writer.start()
+        before = commits.count
+        started = wall_clock()
+        futures = {writer.submit(receipt) for receipt in receipts}
+        await asyncio.wait(futures)
+        elapsed = wall_clock() - started
+        writer_commits.append(commits.count - before)
+        await writer.aclose()
+        assert all(future.exception() is None for future in futures)
+        return len(receipts) / elapsed
+
+    subjects: dict[str, Measure] = {
+        "raw batched insert": raw_insert,
+        "group-commit writer": group_commit,
+    }
+    samples = await rounds(subjects, 3 if harness.QUICK else 7, "rows/s")
+    await database.dispose()
+    return samples, writer_commits
+
+
+async def _durable_per_call(url: str, built: Contract) -> Callable[[], Awaitable[float]]:
+    settings = Settings(registries=[harness.REGISTRY], database_url=url)
+    runtime = await open_runtime(settings, built)
+    plan, admitted = harness.sequential_plan(built, "noop", PLAN_CALLS)
+
+    async def measure() -> float:
+        started = wall_clock()
+        run_id = await _new_run(runtime.sessions, built)
+        identity = RunIdentity(run_id, harness.OWNER, "bench", {}, built.hash)
+        outcome = await runtime.engine.run_sequential(identity, plan, admitted)
+        assert outcome.status == "succeeded"
+        async with runtime.sessions.begin() as session:
+            await RunRepository(session).finish(run_id, status="succeeded", call_count=PLAN_CALLS)
+        return (wall_clock() - started) / PLAN_CALLS * 1e6
+
+    measure.runtime = runtime  # type: ignore[attr-defined]
+    return measure
+
+
+async def measure() -> Section:
+    section = Section("Durable receipts (target 2)", COMMAND)
+    built = harness.contract()
+    count = 5_000 if harness.QUICK else 20_000
+    template = await _receipts(built, count)
+    unavailable = await databases.postgres_available()
+    targets: list[tuple[str, Any]] = [("SQLite", databases.sqlite_database)]
+    if unavailable is None:
+        targets.append(("PostgreSQL", databases.postgres_database))
+    else:
+        section.notes.append(unavailable)
+
+    durable: dict[str, Measure] = {}
+    runtimes: list[Any] = []
+    pydantic_runs = peers.pydantic_ai_runs(100)
+
+    async def pydantic_wall() -> float:
+        started = wall_clock()
+        await pydantic_runs[0]()
+        return (wall_clock() - started) / 100 * 1e6
+
+    for name, database in targets:
+        async with database() as url:
+            samples, writer_commits = await _writer_against_raw(url, built, template, count)
+            raw, writer = samples["raw batched insert"], samples["group-commit writer"]
+            section.samples[f"{name}: raw batched insert ({BATCH} rows/txn)"] = raw
+            section.samples[f"{name}: group-commit writer"] = writer
+            ratio = ratios(writer, raw)
+            section.samples[f"{name}: writer / raw"] = ratio
+            most = max(writer_commits)
+            section.checks.append(
+                Check(f"2 writer vs raw insert, {name}", str(ratio), "≥ 0.7x", ratio.median >= 0.7)
+            )
+            section.checks.append(
+                Check(
+                    f"2 writer commits for {count:,} receipts, {name}",
+                    f"at most {most} commits",
+                    f"≤ {math.ceil(count / BATCH) + 2} (never one per receipt)",
+                    most <= math.ceil(count / BATCH) + 2,
+                )
+            )
+            assert most < count / 10, "the writer committed once per receipt"
+        # (b) runs on a database of its own, open for the rounds below.
+    for name, database in targets:
+        context = database()
+        url = await context.__aenter__()
+        runtimes.append(context)
+        probe = await _durable_per_call(url, built)
+        runtimes.append(probe.runtime)  # type: ignore[attr-defined]
+        durable[f"engine, durable receipts ({name}), per call"] = probe
+    subjects: dict[str, Measure] = {
+        **durable,
+        "pydantic-ai: run of 100 calls, per call": pydantic_wall,
+    }
+    for subject in subjects.values():
+        await subject()
+    per_call = await rounds(subjects, 3 if harness.QUICK else 7, "µs/call (wall)")
+    section.add(per_call)
+    peer = per_call["pydantic-ai: run of 100 calls, per call"]
+    for key in durable:
+        ratio = ratios(per_call[key], peer)
+        section.samples[f"{key} / pydantic-ai"] = ratio
+        section.checks.append(
+            Check(f"2 {key} vs best in-process peer", str(ratio), "≤ 0.25x", ratio.median <= 0.25)
+        )
+    for item in reversed(runtimes):
+        if hasattr(item, "aclose"):
+            await item.aclose()
+        else:
+            await item.__aexit__(None, None, None)
+    return section
