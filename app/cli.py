@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from app.contract import Contract, RegistryError, load_contract
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable, check_database, create_database_engine
 from app.store.migrate import upgrade_database
+
+# uvicorn's exit status when the application failed to start.
+STARTUP_FAILURE = 3
 
 
 def _settings_flags(parser: argparse.ArgumentParser, *, registries: bool = True) -> None:
@@ -48,6 +52,14 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
     serve.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
     serve.add_argument("--api-keys", type=Path, help="API keys file (env TOOLLOOP_API_KEYS)")
+    serve.add_argument(
+        "--wait-for-database",
+        dest="wait_for_database_s",
+        type=float,
+        metavar="SECONDS",
+        help="serve at once and wait up to SECONDS for the database, /readyz answering 503 "
+        "meanwhile (env TOOLLOOP_WAIT_FOR_DATABASE_S; default 0: exit 1 at once)",
+    )
     serve.add_argument(
         "--log-level",
         type=str.upper,
@@ -93,6 +105,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "api_keys",
         "log_level",
         "log_format",
+        "wait_for_database_s",
     )
     overrides: dict[str, Any] = {
         key: getattr(args, key) for key in keys if getattr(args, key, None) is not None
@@ -145,19 +158,25 @@ def _serve(settings: Settings) -> int:
     if contract is None:
         return 1
     configure_logging(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(_prepare_database(settings.database_url))
-    except DatabaseUnavailable as exc:
-        return _fail(str(exc))
+    if not settings.wait_for_database_s:
+        try:
+            asyncio.run(_prepare_database(settings.database_url))
+        except DatabaseUnavailable as exc:
+            return _fail(str(exc))
+    app = create_app(settings, contract)
     # log_config=None keeps the redacting handler; the middleware logs each request.
-    uvicorn.run(
-        create_app(settings, contract),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=settings.host, port=settings.port, log_config=None, access_log=False
+        )
     )
-    return 0
+    app.state.stop_serving = lambda: setattr(server, "should_exit", True)
+    with suppress(KeyboardInterrupt):
+        server.run()
+    failure = getattr(app.state, "startup_failure", None)
+    if failure is not None:
+        return _fail(failure)
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def _db_upgrade(settings: Settings) -> int:

@@ -42,9 +42,13 @@ class Settings(BaseSettings):
     max_calls_per_lane: int = Field(default=100, gt=0)
     max_concurrency_cap: int = Field(default=1000, gt=0)
     worker_threads: int = Field(default=32, gt=0)
+    # Larger outputs are stored truncated, with their digest; the response keeps them whole.
+    max_stored_output_bytes: int = Field(default=1024 * 1024, ge=1024)
     group_commit_linger_s: float = Field(default=0.002, ge=0)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
+    # 0: a database that does not answer at start is a one-line error and exit 1.
+    wait_for_database_s: float = Field(default=0.0, ge=0)
     # Idempotency keys are kept at least 24 hours (the floor), then purged.
     idempotency_ttl_s: float = Field(default=86_400.0, ge=86_400.0)
     idempotency_purge_interval_s: float = Field(default=600.0, gt=0)

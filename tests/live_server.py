@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,43 +22,76 @@ def free_port() -> int:
         return port
 
 
+class ServerProcess:
+    """`toolloop serve ARGS` in its own process group, so that a test can kill -9 all of it."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        args: list[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        log_name: str = "server.log",
+        port: int | None = None,
+    ) -> None:
+        self.port = port if port is not None else free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / log_name
+        # A file, not a pipe: nobody drains a pipe, and a full one would block the server.
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), *args],
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_until_answering(self, attempts: int = 300) -> None:
+        """Poll /healthz (bounded); raise with the server's log if it exited or never answered."""
+        for _ in range(attempts):
+            if self.process.poll() is not None:
+                break
+            try:
+                httpx.get(f"{self.base}/healthz", timeout=1)
+            except httpx.TransportError:
+                time.sleep(0.1)
+                continue
+            return
+        if self.process.poll() is not None:
+            raise RuntimeError(f"toolloop serve exited: {self.log()[-2000:]}")
+        raise RuntimeError("toolloop serve did not answer within the bound")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, as a crash would, and reap it."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self._log.close()
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it does not end in time."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
 @contextmanager
 def live_server(
     workdir: Path, args: list[str], env: Mapping[str, str] | None = None
 ) -> Iterator[str]:
     """Start `toolloop serve ARGS` and yield its base URL once /healthz answers."""
-    port = free_port()
-    # A file, not a pipe: nobody drains a pipe, and a full one would block the server.
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *args],
-        cwd=workdir,
-        env={**os.environ, **(env or {})},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    server = ServerProcess(workdir, args, env)
     try:
-        for _ in range(300):
-            if process.poll() is not None:
-                break
-            try:
-                httpx.get(f"{base}/healthz", timeout=1)
-            except httpx.TransportError:
-                time.sleep(0.1)
-                continue
-            break
-        else:
-            raise RuntimeError("toolloop serve did not answer within the bound")
-        if process.poll() is not None:
-            output = (workdir / "server.log").read_text(errors="replace")
-            raise RuntimeError(f"toolloop serve exited: {output[-2000:]}")
-        yield base
+        server.wait_until_answering()
+        yield server.base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        log.close()
+        server.stop()

@@ -7,10 +7,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import health, metrics, plans, receipts, router, run_control, runs, tools
+from app.api import health, metrics, plans, receipts, resume, router, run_control, runs, tools
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
+from app.api.waiting import runtime_when_reachable
 from app.contract import Contract, load_contract
 from app.observability.middleware import ObservabilityMiddleware
 from app.service.runtime import open_runtime
@@ -32,6 +33,10 @@ def create_app(settings: Settings | None = None, contract: Contract | None = Non
                 per_minute=resolved.auth_failures_per_minute,
             ),
         )
+        if resolved.wait_for_database_s > 0:
+            async with runtime_when_reachable(app.state, resolved, loaded):
+                yield
+            return
         runtime = await open_runtime(resolved, loaded)
         app.state.runtime = runtime
         try:
@@ -55,5 +60,6 @@ def create_app(settings: Settings | None = None, contract: Contract | None = Non
     app.include_router(router.router)
     app.include_router(runs.router)
     app.include_router(run_control.router)
+    app.include_router(resume.router)
     app.include_router(receipts.router)
     return app

@@ -6,11 +6,18 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.api.problems import ServiceUnavailable
 from app.service.runtime import Runtime
 
 
 def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
+    """The runtime; a 503 problem while the service still waits for its database."""
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        problem = getattr(request.app.state, "database_problem", "the service is starting")
+        raise ServiceUnavailable(
+            f"The service is waiting for its database: {problem}", headers={"Retry-After": "5"}
+        )
     return runtime
 
 

@@ -1,8 +1,10 @@
 """`POST /router/runs` and `POST /router/runs/{run_id}/confirmations/{confirmation_id}`.
 
 A run that ended answers 200 with its outcome, whatever its status (done,
-incomplete, pending, error); an invalid request answers 422 listing every
-problem; a router that failed closed at startup answers 503.
+incomplete, pending, error, or cancelled); an invalid request answers 422
+listing every problem; a router that failed closed at startup answers 503.
+`Prefer: respond-async` and `Idempotency-Key` work as for plans (`run_start`).
+A decision that leaves no call waiting resumes the run under the supervisor.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Awaitable
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Path, Request
+from starlette.responses import Response
 
 from app.api.auth import RouterCaller
 from app.api.body import parse_model, read_json
@@ -25,6 +28,7 @@ from app.api.problems import (
     ServiceUnavailable,
 )
 from app.api.responses import FastJSONResponse
+from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
 from app.api.schemas.router import ConfirmationIn, ConfirmationOut, RouterRunIn, RouterRunOut
 from app.contract.canonical import canonical_json, sha256_digest
 from app.service.router_errors import (
@@ -87,19 +91,26 @@ def _available(runtime: Runtime) -> RouterService:
     "/runs",
     operation_id="startRouterRun",
     response_class=FastJSONResponse,
-    responses={200: {"model": RouterRunOut}, **PROBLEM_RESPONSES},
-    openapi_extra=json_body(RouterRunIn),
+    responses={200: {"model": RouterRunOut}, **RUN_START_RESPONSES},
+    openapi_extra=json_body(RouterRunIn, RUN_START_PARAMETERS),
 )
-async def start_run(
+async def start_router_run(
     request: Request, runtime: RuntimeDep, principal: RouterCaller
-) -> FastJSONResponse:
+) -> Response:
     service = _available(runtime)
     settings = runtime.settings
     data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
-    payload = parse_model(RouterRunIn, data)
+    routed = parse_model(RouterRunIn, data).to_request()
     digest = sha256_digest(canonical_json(data))
-    outcome = await _mapped(service.start(payload.to_request(), principal.name, digest))
-    return FastJSONResponse(outcome)
+    return await start_run(
+        request,
+        runtime,
+        principal,
+        data,
+        lambda claim: _mapped(
+            service.open_run(routed, principal.name, request_digest=digest, claim=claim)
+        ),
+    )
 
 
 @router.post(
@@ -122,9 +133,11 @@ async def decide(
     settings = runtime.settings
     data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
     body = parse_model(ConfirmationIn, data)
-    answer = await _mapped(
+    decided = await _mapped(
         service.decide(
             run_id, confirmation_id, approve=body.approve, reason=body.reason, decider=principal
         )
     )
-    return FastJSONResponse(answer, status_code=202)
+    if decided.resume is not None:
+        runtime.runs.launch(decided.resume)
+    return FastJSONResponse(decided.answer, status_code=202)

@@ -1,15 +1,17 @@
 """`POST /runs/{run_id}/cancel` and `GET /runs/{run_id}/events` (Server-Sent Events).
 
 Cancelling needs the scope that starts that kind of run and to be the run's
-creator, or `admin`. The events stream sends every receipt of the run once, as
-it becomes durable (`event: receipt`, the stored redacted copy), in completion
-order, then `event: end` with `{"run_id", "status"}`, and closes; a late client
-first gets what already happened. Comment lines keep idle connections alive.
+creator, or `admin`; a router run waiting for confirmation can be cancelled
+too (its waiting calls are refused). The events stream sends every receipt of
+the run once, as it becomes durable (`event: receipt`, the stored redacted
+copy), in completion order, then `event: end` with `{"run_id", "status"}`, and
+closes; a late client first gets what already happened. Comment lines keep
+idle connections alive.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Annotated
 
@@ -17,7 +19,14 @@ import orjson
 from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 
-from app.api.auth import ADMIN, PLANS_EXECUTE, ROUTER_RUN, Caller, Principal, RunsReader
+from app.api.auth import (
+    ADMIN,
+    PLANS_EXECUTE,
+    ROUTER_RUN,
+    Principal,
+    RunController,
+    RunsReader,
+)
 from app.api.deps import RuntimeDep
 from app.api.problems import PROBLEM_MEDIA_TYPE, Forbidden, NotFound, ProblemError, ProblemOut
 from app.api.responses import FastJSONResponse
@@ -45,7 +54,10 @@ class RunNotCancellable(ProblemError):
     slug = "run-not-cancellable"
 
 
-def _cancel_rule(principal: Principal) -> Callable[[str, str | None], bool]:
+def control_rule(principal: Principal) -> Callable[[str, str | None], bool]:
+    """Who may cancel or resume a run: its creator holding the scope that starts
+    that kind of run, or `admin`."""
+
     def may_cancel(kind: str, created_by: str | None) -> bool:
         if principal.has(ADMIN):
             return True
@@ -66,10 +78,17 @@ def _cancel_rule(principal: Principal) -> Callable[[str, str | None], bool]:
     response_class=FastJSONResponse,
     responses={200: {"model": RunStatusOut}, **RUN_PROBLEMS, 409: _PROBLEM},
 )
-async def cancel_run(runtime: RuntimeDep, principal: Caller, run_id: RunPath) -> FastJSONResponse:
-    control = RunControl(runtime.sessions, runtime.runs)
+async def cancel_run(
+    runtime: RuntimeDep, principal: RunController, run_id: RunPath
+) -> FastJSONResponse:
+    def cancel_paused_router_run(paused_run_id: str) -> Awaitable[str | None]:
+        return runtime.router.cancel_paused(paused_run_id, principal.name)
+
+    control = RunControl(
+        runtime.sessions, runtime.runs, cancel_paused={"router": cancel_paused_router_run}
+    )
     try:
-        status = await control.cancel(run_id, principal, _cancel_rule(principal))
+        status = await control.cancel(run_id, principal, control_rule(principal))
     except RunNotFound:
         raise NotFound("There is no run with this id.") from None
     except CancelForbidden:

@@ -3,7 +3,9 @@
 Keyed by the call's fingerprint and the tool's definition hash, so a changed
 tool never serves an old result. Failures are never cached. An output that
 redaction would change is not cached either: the cache is a stored copy, and
-serving a redacted copy on a hit would silently differ from a real run.
+serving a redacted copy on a hit would silently differ from a real run. Nor is
+an output whose JSON is larger than `max_output_bytes`: stored receipts keep
+only a truncated copy of such an output, and the cache must not keep more.
 
 The store is the shared copy; the most recently used entries are also kept in
 process, each only once its source receipt is durable, so a hit usually costs
@@ -20,15 +22,22 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from app.contract.compiled import Tool
+from app.engine.json_output import json_size
 from app.engine.ports import CachedOutput, CacheStore
 from app.engine.receipt import Receipt
 
 
 class ResultCache:
     def __init__(
-        self, store: CacheStore, clock: Callable[[], datetime], *, kept: int = 10_000
+        self,
+        store: CacheStore,
+        clock: Callable[[], datetime],
+        *,
+        kept: int = 10_000,
+        max_output_bytes: int | None = None,
     ) -> None:
         self._store = store
+        self._max_output_bytes = max_output_bytes
         self._clock = clock
         self._kept: OrderedDict[tuple[str, str], CachedOutput] = OrderedDict()
         self._keep_at_most = kept
@@ -71,6 +80,9 @@ class ResultCache:
         """What to keep for a succeeded receipt, or None when it must not be kept."""
         output = receipt.output
         if receipt.redactor.redact(output) is not output:
+            return None
+        limit = self._max_output_bytes
+        if limit is not None and json_size(output) > limit:
             return None
         created = receipt.finished_at
         ttl = tool.cache_ttl_s

@@ -20,12 +20,14 @@ from app.engine.audit import Auditor
 from app.engine.cache import ResultCache
 from app.engine.errors import CallRejected
 from app.engine.evidence import EvidenceHooks
+from app.engine.failures import CANCELLED_SKIP
 from app.engine.invocation import Invoker
 from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink
 from app.engine.receipt import Receipt
+from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.sequential import SequentialOutcome, run_chain
 from app.engine.watchdog import Deadlines
@@ -45,6 +47,7 @@ class Engine:
         cache: CacheStore | None = None,
         backpressure: Backpressure | None = None,
         worker_threads: int = 32,
+        max_cached_output_bytes: int | None = None,
         evidence_timeout_s: float = 30.0,
         clock: Callable[[], datetime] = utc_now,
         rng: random.Random | None = None,
@@ -58,7 +61,9 @@ class Engine:
             invoker=self._invoker,
             receipts=receipts,
             auditor=auditor,
-            cache=None if cache is None else ResultCache(cache, clock),
+            cache=None
+            if cache is None
+            else ResultCache(cache, clock, max_output_bytes=max_cached_output_bytes),
             evidence=EvidenceHooks(
                 contract.evidence_hooks, self._invoker, auditor, evidence_timeout_s, clock
             ),
@@ -76,21 +81,29 @@ class Engine:
         run: RunIdentity,
         plan: SequentialPlan,
         admitted_args: Sequence[Mapping[str, Any]],
+        *,
+        resume: ResumePoint | None = None,
     ) -> SequentialOutcome:
         """Run a preflighted plan; returns once every receipt is durable.
 
         If the task is cancelled, the running call gets a `cancelled` receipt and
         the rest `skipped` ones; they are flushed, then the cancellation propagates.
+        With `resume`, the calls it holds as done are reported, not run.
         """
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.calls):
             raise ValueError("admitted_args must hold one argument mapping per call")
         state = self.open_run(
-            run, RunKind.SEQUENTIAL, deadline_s=plan.deadline_s, first_seq=len(plan.calls)
+            run,
+            RunKind.SEQUENTIAL,
+            deadline_s=plan.deadline_s,
+            first_seq=len(plan.calls) if resume is None else resume.next_seq,
         )
+        done = () if resume is None else resume.done[0]
         receipts: list[Receipt] = []
         await _settled(
-            state, run_chain(self._pipeline, state, plan.calls, admitted_args, 0, None, receipts)
+            state,
+            run_chain(self._pipeline, state, plan.calls, admitted_args, 0, None, receipts, done),
         )
         return SequentialOutcome(
             run.run_id, run.contract_hash, tuple(receipts), tuple(state.dispatched)
@@ -103,8 +116,10 @@ class Engine:
         admitted_args: Sequence[Sequence[Mapping[str, Any]]],
         *,
         parallel_batch_id: str | None = None,
+        resume: ResumePoint | None = None,
     ) -> ParallelOutcome:
-        """Run a preflighted parallel plan; cancellation behaves as in `run_sequential`."""
+        """Run a preflighted parallel plan; cancellation and `resume` behave as in
+        `run_sequential` (`resume.done` holds one entry per lane)."""
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.lanes) or any(
             len(args) != len(lane.calls)
@@ -116,13 +131,16 @@ class Engine:
             run,
             RunKind.PARALLEL,
             deadline_s=plan.deadline_s,
-            first_seq=sum(len(lane.calls) for lane in plan.lanes),
+            first_seq=(
+                sum(len(lane.calls) for lane in plan.lanes) if resume is None else resume.next_seq
+            ),
             parallel_batch_id=batch_id,
         )
+        done = None if resume is None else resume.done
         results: list[list[Receipt]] = []
 
         async def lanes() -> None:
-            results.extend(await run_lanes(self._pipeline, state, plan, admitted_args))
+            results.extend(await run_lanes(self._pipeline, state, plan, admitted_args, done))
 
         await _settled(state, lanes())
         return ParallelOutcome(
@@ -208,6 +226,19 @@ class Engine:
         tool = self._contract.tools[tool_id]
         self._pipeline.deny(state, tool, args, state.allocate_seq(), call_key, reason, out)
         await state.flush()
+        return out[0]
+
+    def record_not_started(
+        self, state: RunState, tool_id: str, args: Mapping[str, Any], *, call_key: str
+    ) -> Receipt:
+        """Record an admitted call the run's cancellation stopped before it started: a
+        `skipped` receipt (error kind cancelled), submitted like any other; the run's
+        flush makes it durable. The callable never runs."""
+        out: list[Receipt] = []
+        tool = self._contract.tools[tool_id]
+        self._pipeline.skip(
+            state, tool, args, state.allocate_seq(), call_key, None, CANCELLED_SKIP, out
+        )
         return out[0]
 
     async def drain(self) -> None:

@@ -15,8 +15,9 @@ Outcome = tuple[Status, Any, CallError | None]
 _MAX_PROBLEMS = 20
 BAD_ARGS = "arguments do not match the input schema"
 BAD_OUTPUT = "output does not match the output schema"
+NOT_JSON_OUTPUT = "output is not a JSON value"
 DEADLINE_SKIP = CallError(ErrorKind.DEADLINE, "not started: the run's deadline had passed")
-_CANCELLED_SKIP = CallError(ErrorKind.CANCELLED, "not started: the run was cancelled")
+CANCELLED_SKIP = CallError(ErrorKind.CANCELLED, "not started: the run was cancelled")
 # Calls after the one that stopped a chain (a sequential plan or a lane).
 NOT_RUN_CANCELLED = CallError(ErrorKind.CANCELLED, "not run: the run was cancelled")
 NOT_RUN_DEADLINE = CallError(ErrorKind.DEADLINE, "not run: the run's deadline had passed")
@@ -61,7 +62,7 @@ def timed_out(tool: Tool, timeout_s: float, by_deadline: bool) -> CallError:
 
 def cancelled(call: Call) -> Outcome:
     if call.attempts == 0:
-        return Status.SKIPPED, None, _CANCELLED_SKIP
+        return Status.SKIPPED, None, CANCELLED_SKIP
     if not call.interrupted:
         return Status.FAILED, None, _CANCELLED_BETWEEN
     tool = call.tool

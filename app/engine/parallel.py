@@ -68,9 +68,14 @@ async def run_lanes(
     state: RunState,
     plan: ParallelPlan,
     args: Sequence[Sequence[Mapping[str, Any]]],
+    done: Sequence[Sequence[Receipt]] | None = None,
 ) -> list[list[Receipt]]:
-    """Every lane's receipts, in lane order; sequence numbers follow input order."""
+    """Every lane's receipts, in lane order; sequence numbers follow input order.
+
+    `done[i]`: receipts of lane i's leading calls a resumed run already completed.
+    """
     lanes = plan.lanes
+    finished: Sequence[Sequence[Receipt]] = done if done is not None else [()] * len(lanes)
     first_seqs = [0, *accumulate(len(lane.calls) for lane in lanes)]
     results: list[list[Receipt]] = [[] for _ in lanes]
     waiting = iter(range(len(lanes)))
@@ -86,6 +91,7 @@ async def run_lanes(
                 first_seqs[index],
                 lane.item_key,
                 results[index],
+                finished[index],
             )
 
     try:
@@ -97,7 +103,9 @@ async def run_lanes(
         tools = pipeline.contract.tools
         for index in waiting:
             lane = lanes[index]
-            for offset, call in enumerate(lane.calls):
+            results[index].extend(finished[index])
+            for offset in range(len(finished[index]), len(lane.calls)):
+                call = lane.calls[offset]
                 pipeline.skip(
                     state,
                     tools[call.tool],

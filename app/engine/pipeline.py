@@ -32,6 +32,7 @@ from app.engine.failures import (
     BAD_ARGS,
     BAD_OUTPUT,
     DEADLINE_SKIP,
+    NOT_JSON_OUTPUT,
     Outcome,
     cancelled,
     deadline_stop,
@@ -41,6 +42,7 @@ from app.engine.failures import (
     timed_out,
 )
 from app.engine.invocation import Invoker
+from app.engine.json_output import json_problem
 from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
@@ -116,7 +118,10 @@ class CallPipeline:
             raise
         control = None
         if status is Status.SUCCEEDED:
-            if not tool.output_schema.is_valid(output):
+            if (not_json := json_problem(output)) is not None:
+                status, output = Status.FAILED, None
+                error = CallError(ErrorKind.OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
+            elif not tool.output_schema.is_valid(output):
                 found = describe_problems(BAD_OUTPUT, tool.output_schema, output)
                 status, output = Status.FAILED, None
                 error = CallError(ErrorKind.OUTPUT_SCHEMA, found)
@@ -288,7 +293,7 @@ class CallPipeline:
                 call.interrupted = True
                 raise
             return False, CallError(ErrorKind.EXCEPTION, "CancelledError raised by the callable")
-        except Exception as exc:
+        except BaseException as exc:  # a callable's SystemExit or KeyboardInterrupt is its failure
             return False, CallError(ErrorKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
         finally:
             leave_call(token)

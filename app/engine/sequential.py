@@ -54,10 +54,17 @@ async def run_chain(
     first_seq: int,
     item_key: str | None,
     out: list[Receipt],
+    done: Sequence[Receipt] = (),
 ) -> None:
-    """Run `calls` in order, appending one receipt per call to `out` (empty at first)."""
+    """Run `calls` in order, appending one receipt per call to `out` (empty at first).
+
+    `done` are the receipts of the leading calls a resumed run already completed:
+    they go to `out` as they are and the chain starts after them.
+    """
     tools = pipeline.contract.tools
-    for index, call in enumerate(calls):
+    out.extend(done)
+    for index in range(len(done), len(calls)):
+        call = calls[index]
         try:
             receipt = await pipeline.execute(
                 state,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +34,11 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
         return {}
     engine, state = session.kit.engine, session.engine_state
     gate = asyncio.Semaphore(session.kit.limits.max_parallel_calls)
+    started: set[str] = set()
 
     async def one(item: Admitted) -> Receipt:
         async with gate:
+            started.add(item.call_id)
             return await engine.run_call(state, item.tool.id, item.args, call_key=item.call_key)
 
     tasks = [asyncio.create_task(one(item)) for item in admitted]
@@ -45,6 +48,17 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Calls still waiting for a slot never reached the engine: they get `skipped`
+        # receipts too, so every admitted call of a cancelled run has one.
+        for item in admitted:
+            if item.call_id not in started:
+                receipt = engine.record_not_started(
+                    state, item.tool.id, item.args, call_key=item.call_key
+                )
+                session.state.add_receipt(receipt.to_stored(), None)
+                session.receipts.append(receipt)
+        with suppress(Exception):
+            await state.flush()
         raise
     results: dict[str, str] = {}
     for item, task in zip(admitted, tasks, strict=True):

@@ -19,12 +19,14 @@ from app.engine.errors import ReceiptWriteFailed
 from app.engine.parallel import ParallelOutcome
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.engine.receipt import Receipt
+from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
 from app.service.run_records import record_run_end, stored_receipts
 from app.service.run_tasks import RunResult
+from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
 from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")
@@ -40,10 +42,12 @@ class _PlanRun:
         engine: Engine,
         sessions: async_sessionmaker[AsyncSession],
         identity: RunIdentity,
+        max_stored_output_bytes: int,
     ) -> None:
         self._engine = engine
         self._sessions = sessions
         self._identity = identity
+        self._max_output_bytes = max_stored_output_bytes
 
     @property
     def run_id(self) -> str:
@@ -75,15 +79,21 @@ class SequentialRun(_PlanRun):
         identity: RunIdentity,
         plan: SequentialPlan,
         admitted: Args,
+        resume: ResumePoint | None = None,
+        *,
+        max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
     ) -> None:
-        super().__init__(engine, sessions, identity)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes)
         self._plan = plan
         self._admitted = admitted
+        self._resume = resume
         self._outcome: SequentialOutcome | None = None
 
     async def execute(self) -> None:
         self._outcome = await _settle(
-            self._engine.run_sequential(self._identity, self._plan, self._admitted)
+            self._engine.run_sequential(
+                self._identity, self._plan, self._admitted, resume=self._resume
+            )
         )
 
     async def finish(self) -> RunResult:
@@ -94,8 +104,12 @@ class SequentialRun(_PlanRun):
         def redacted() -> dict[str, Any]:
             return {
                 **self._head(outcome.status),
-                "receipts": [_redacted(receipt) for receipt in outcome.receipts],
-                "dispatched": [_redacted(receipt) for receipt in outcome.dispatched],
+                "receipts": [
+                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.receipts
+                ],
+                "dispatched": [
+                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
+                ],
             }
 
         return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
@@ -124,17 +138,25 @@ class ParallelRun(_PlanRun):
         plan: ParallelPlan,
         admitted: Sequence[Args],
         parallel_batch_id: str,
+        resume: ResumePoint | None = None,
+        *,
+        max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
     ) -> None:
-        super().__init__(engine, sessions, identity)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes)
         self._plan = plan
         self._admitted = admitted
         self._batch_id = parallel_batch_id
+        self._resume = resume
         self._outcome: ParallelOutcome | None = None
 
     async def execute(self) -> None:
         self._outcome = await _settle(
             self._engine.run_parallel(
-                self._identity, self._plan, self._admitted, parallel_batch_id=self._batch_id
+                self._identity,
+                self._plan,
+                self._admitted,
+                parallel_batch_id=self._batch_id,
+                resume=self._resume,
             )
         )
 
@@ -151,11 +173,15 @@ class ParallelRun(_PlanRun):
                     {
                         "item_key": lane.item_key,
                         "status": lane.status,
-                        "receipts": [_redacted(receipt) for receipt in lane.receipts],
+                        "receipts": [
+                            _redacted(receipt, self._max_output_bytes) for receipt in lane.receipts
+                        ],
                     }
                     for lane in outcome.lanes
                 ],
-                "dispatched": [_redacted(receipt) for receipt in outcome.dispatched],
+                "dispatched": [
+                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
+                ],
             }
 
         return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
@@ -195,10 +221,12 @@ async def _settle(work: Awaitable[T]) -> T:
         raise StorageUnavailable(str(exc)) from exc
 
 
-def _redacted(receipt: Receipt) -> dict[str, Any]:
-    """The stored (redacted) copy, in the response's shape."""
+def _redacted(receipt: Receipt, max_output_bytes: int) -> dict[str, Any]:
+    """The stored (redacted, size-capped) copy, in the response's shape."""
     stored = receipt.to_stored()
-    return {key: stored[key] for key in receipt.to_response()}
+    view = {key: stored[key] for key in receipt.to_response()}
+    view["output"] = stored_output(view["output"], max_output_bytes).value
+    return view
 
 
 def _iso(moment: datetime | None) -> str | None:

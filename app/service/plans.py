@@ -20,8 +20,10 @@ from app.observability.context import bind_run
 from app.observability.plans import record_plan_rejected
 from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
+from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
 from app.service.run_records import record_run_start
+from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.service.writer import GroupCommitWriter
 
 
@@ -37,6 +39,7 @@ class PlanService:
     writer: GroupCommitWriter
     limits: PlanLimits
     instance_id: str
+    max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES
 
     async def open_sequential(
         self, plan: SequentialPlan, caller: str | None, claim: IdempotencyClaim | None = None
@@ -49,8 +52,17 @@ class PlanService:
         checked = preflight_sequential(plan, self.contract, self.limits)
         if checked.problems:
             self._reject("sequential", plan.owner, caller, checked.problems)
-        identity = await self._open_run("sequential", plan.owner, caller, plan.context, None, claim)
-        return SequentialRun(self.engine, self.sessions, identity, plan, checked.admitted)
+        identity = await self._open_run(
+            "sequential", plan_digest(plan), plan.owner, caller, plan.context, None, claim
+        )
+        return SequentialRun(
+            self.engine,
+            self.sessions,
+            identity,
+            plan,
+            checked.admitted,
+            max_stored_output_bytes=self.max_stored_output_bytes,
+        )
 
     async def open_parallel(
         self, plan: ParallelPlan, caller: str | None, claim: IdempotencyClaim | None = None
@@ -61,9 +73,17 @@ class PlanService:
             self._reject("parallel", plan.owner, caller, checked.problems)
         batch_id = str(uuid4())
         identity = await self._open_run(
-            "parallel", plan.owner, caller, plan.context, batch_id, claim
+            "parallel", plan_digest(plan), plan.owner, caller, plan.context, batch_id, claim
         )
-        return ParallelRun(self.engine, self.sessions, identity, plan, checked.admitted, batch_id)
+        return ParallelRun(
+            self.engine,
+            self.sessions,
+            identity,
+            plan,
+            checked.admitted,
+            batch_id,
+            max_stored_output_bytes=self.max_stored_output_bytes,
+        )
 
     def _reject(
         self, kind: str, owner: str, caller: str | None, problems: Sequence[PlanProblem]
@@ -93,6 +113,7 @@ class PlanService:
     async def _open_run(
         self,
         kind: str,
+        digest: str,
         owner: str,
         caller: str | None,
         context: Mapping[str, Any],
@@ -110,6 +131,7 @@ class PlanService:
             caller=caller,
             parallel_batch_id=batch_id,
             claim=claim,
+            request_digest=digest,
         )
         bind_run(run_id, caller)
         self.writer.emit_row(

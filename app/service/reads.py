@@ -214,6 +214,8 @@ def receipt_view(receipt: Receipt) -> dict[str, Any]:
         "tool": receipt.tool,
         "status": receipt.status,
         "output": receipt.output,
+        "output_truncated": receipt.output_truncated,
+        "output_digest": receipt.output_digest,
         "error": receipt.error,
         "attempts": receipt.attempts,
         "cache_hit": receipt.cache_hit,

@@ -1,7 +1,8 @@
 """Rows for the store from the engine's receipts, cache entries and audit events.
 
-Receipts are always the redacted copy; the engine only caches outputs that
-redaction leaves unchanged.
+Receipts are always the redacted copy, with outputs over the size cap
+truncated (`stored_output`); the engine only caches outputs that redaction
+leaves unchanged and that fit under the cap.
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
+from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
 
 
-def receipt_row(receipt: Receipt) -> dict[str, Any]:
+def receipt_row(
+    receipt: Receipt, max_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES
+) -> dict[str, Any]:
     output, error, control = receipt.redacted_parts()
+    stored = stored_output(output, max_output_bytes)
     return {
         "id": receipt.receipt_id,
         "run_id": receipt.run_id,
@@ -24,7 +29,9 @@ def receipt_row(receipt: Receipt) -> dict[str, Any]:
         "tool": receipt.tool,
         "owner": receipt.owner,
         "status": receipt.status.value,
-        "output": output,
+        "output": stored.value,
+        "output_digest": stored.digest,
+        "output_truncated": stored.truncated,
         "error": error,
         "attempts": receipt.attempts,
         "cache_hit": receipt.cache_hit,

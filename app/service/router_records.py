@@ -1,4 +1,4 @@
-"""How router runs are kept: the run row, decisions as audit events, pauses and ends."""
+"""How router runs are kept: decisions as audit events, pauses, ends and stops."""
 
 from __future__ import annotations
 
@@ -12,9 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.redaction import DEFAULT_REDACTOR
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable
+from app.service.reads import receipt_view
 from app.service.writer import GroupCommitWriter
+from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.router_runs import RouterRunRepository
 from app.store.repositories.runs import RunRepository
+
+# Fields of the read API's receipt view that a router response's receipts do not have.
+_STORE_ONLY = ("run_id", "seq", "owner", "created_at", "output_truncated", "output_digest")
 
 
 def _now() -> datetime:
@@ -53,32 +58,6 @@ class AuditDecisions:
         )
 
 
-async def record_router_start(
-    sessions: async_sessionmaker[AsyncSession],
-    *,
-    run_id: str,
-    owner: str,
-    contract_hash: str,
-    instance_id: str,
-    caller: str | None,
-    request_digest: str | None,
-) -> None:
-    """Commit the `running` row before anything runs, so a crash leaves a trace."""
-    try:
-        async with sessions.begin() as session:
-            await RunRepository(session).create(
-                id=run_id,
-                kind="router",
-                owner=owner,
-                contract_hash=contract_hash,
-                instance_id=instance_id,
-                caller=caller,
-                request_digest=request_digest,
-            )
-    except SQLAlchemyError as exc:
-        raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
-
-
 async def record_router_result(
     sessions: async_sessionmaker[AsyncSession], writer: GroupCommitWriter, result: RunResult
 ) -> None:
@@ -109,27 +88,50 @@ async def record_router_result(
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
 
 
-async def record_router_interrupted(
-    sessions: async_sessionmaker[AsyncSession], run_id: str
+async def record_router_stopped(
+    sessions: async_sessionmaker[AsyncSession],
+    run_id: str,
+    *,
+    status: str,
+    outcome: dict[str, Any],
+    call_count: int | None = None,
 ) -> None:
+    """Keep the end of a run stopped from outside (cancelled, interrupted, closed)."""
     try:
         async with sessions.begin() as session:
-            await RunRepository(session).finish(run_id, status="interrupted", finished_at=_now())
+            await RunRepository(session).finish(
+                run_id, status=status, outcome=outcome, call_count=call_count, finished_at=_now()
+            )
             await RouterRunRepository(session).release(run_id)
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
 
 
-def closed_outcome(pending_outcome: Mapping[str, Any] | None, reason: str) -> dict[str, Any]:
-    """A paused run's stored outcome, closed without resuming: incomplete, by confirmation."""
-    outcome = dict(pending_outcome or {})
+def closed_outcome(
+    last_outcome: Mapping[str, Any] | None,
+    reason: str,
+    *,
+    status: str = "incomplete",
+    stopped_by: str = "confirmation",
+) -> dict[str, Any]:
+    """A run's last stored outcome, ended without an answer (by default: a paused run
+    closed without resuming, incomplete by confirmation)."""
+    outcome = dict(last_outcome or {})
     state = dict(outcome.get("state") or {})
     state["status"] = "abort"
     state["error"] = reason
     outcome.update(
-        status="incomplete", stopped_by="confirmation", text="", final=None, pending=[], state=state
+        status=status, stopped_by=stopped_by, text="", final=None, pending=[], state=state
     )
     return outcome
+
+
+def receipt_from_store(row: StoredReceipt) -> dict[str, Any]:
+    """A stored (redacted) receipt, in the shape of a router response's receipts."""
+    view = receipt_view(row)
+    for key in _STORE_ONLY:
+        del view[key]
+    return view
 
 
 def _confirmation_rows(result: Paused) -> list[dict[str, Any]]:

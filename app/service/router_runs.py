@@ -1,18 +1,15 @@
-"""Use-cases for router runs: admit and record a run, drive it, pause it for a
-confirmation, and resume it in the background once every pending call is decided.
+"""Use-cases for router runs: admit and record a run, pause it for a confirmation,
+resume it once every pending call is decided, and cancel one that waits.
 
-Each run is driven in its own task; the request waits for it shielded, so a
-client that goes away does not stop the run half-way. Shutdown cancels the
-tasks: the engine settles the calls in flight and the run is recorded
-`interrupted`. A paused run is only rows (`pending`), so it survives restarts.
+Every stretch of a run executes under the run supervisor (`run_tasks`) as a
+`RouterTask` the API launches: the first from `open_run`, each resume from
+`decide`. A paused run is only rows (`pending`), so it survives restarts, and
+any process can decide or cancel it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 from uuid import uuid4
 
@@ -20,36 +17,33 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.errors import ReceiptWriteFailed
 from app.engine.preflight import PlanProblem
 from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
+from app.observability.context import bind_run
 from app.router.admission import admit
 from app.router.checkpoint import Checkpoint, Decision
 from app.router.limits import RouterLimits
-from app.router.loop import RouterRun, RunResult
+from app.router.loop import RouterRun
 from app.router.ports import RouterKit
 from app.router.request import RouterRequest
 from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
+from app.service.idempotency import IdempotencyClaim
 from app.service.router_errors import (
     ConfirmationConflict,
     ConfirmationNotFound,
     RouterRequestRejected,
     RouterUnavailable,
 )
-from app.service.router_records import (
-    AuditDecisions,
-    closed_outcome,
-    record_router_interrupted,
-    record_router_result,
-    record_router_start,
-)
+from app.service.router_records import AuditDecisions, closed_outcome
+from app.service.router_tasks import RouterTask
+from app.service.run_records import record_run_start
+from app.service.run_tasks import CANCELLED
 from app.service.writer import GroupCommitWriter
-from app.store.repositories.router_runs import RouterRunRepository
+from app.store.models import Run
+from app.store.repositories.router_runs import PENDING, RouterRunRepository
 from app.store.repositories.runs import RunRepository
-
-logger = logging.getLogger("toolloop.router")
 
 
 class Decider(Protocol):
@@ -67,6 +61,15 @@ class _Resume:
     checkpoint: dict[str, Any]
     decisions: dict[str, Decision]
     caller: str | None
+    # The outcome stored when the run paused.
+    outcome: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    answer: dict[str, Any]
+    # The run's next stretch, to launch under the supervisor; None while calls still wait.
+    resume: RouterTask | None
 
 
 @dataclass
@@ -80,36 +83,46 @@ class RouterService:
     limits: RouterLimits
     setup: RouterSetup
     kit: RouterKit | None
-    _tasks: set[asyncio.Task[dict[str, Any]]] = field(default_factory=set)
 
     def require_ready(self) -> RouterKit:
         if self.kit is None or self.setup.profiles is None:
             raise RouterUnavailable(self.setup.problems)
         return self.kit
 
-    async def start(
-        self, request: RouterRequest, caller: str | None, request_digest: str | None
-    ) -> dict[str, Any]:
-        """Admit, record and drive a run; the outcome once it ended or paused."""
+    async def open_run(
+        self,
+        request: RouterRequest,
+        caller: str | None,
+        *,
+        request_digest: str,
+        claim: IdempotencyClaim | None = None,
+    ) -> RouterTask:
+        """Admit, then record the run (and claim `claim`); it runs under the supervisor.
+
+        Raises RouterUnavailable, RouterRequestRejected (nothing recorded but the
+        audit event), IdempotencyKeyTaken, StorageUnavailable.
+        """
         kit = self.require_ready()
         assert self.setup.profiles is not None
         problems, plan = admit(request, self.contract, self.setup.profiles, self.limits)
         if plan is None:
             self._reject(request.owner, caller, problems)
         run_id = str(uuid4())
-        await record_router_start(
+        await record_run_start(
             self.sessions,
             run_id=run_id,
+            kind="router",
             owner=plan.owner.name,
             contract_hash=self.contract.hash,
             instance_id=self.instance_id,
             caller=caller,
+            claim=claim,
             request_digest=request_digest,
         )
+        bind_run(run_id, caller)
         identity = RunIdentity(run_id, plan.owner.name, caller, request.context, self.contract.hash)
         run = RouterRun.new(kit, plan, identity, AuditDecisions(self.writer, run_id, caller))
-        task = self._spawn(run_id, run.start())
-        return await asyncio.shield(task)
+        return RouterTask.started(self.sessions, self.writer, run)
 
     async def decide(
         self,
@@ -119,8 +132,8 @@ class RouterService:
         approve: bool,
         reason: str,
         decider: Decider,
-    ) -> dict[str, Any]:
-        """Record a decision; once none is pending, resume the run in the background."""
+    ) -> Decided:
+        """Record a decision; once none is pending, the run's resume (to launch)."""
         self.require_ready()
         decision = "approved" if approve else "rejected"
         shown_reason = redact_text(reason)
@@ -141,7 +154,8 @@ class RouterService:
                     raise ConfirmationConflict(f"the run is {run.status}, not waiting")
                 changed = target.contract_hash != self.contract.hash
                 if changed:
-                    await self._close_changed(session, run_id, run.outcome, decider.name)
+                    why = "the contract changed while the run waited for confirmation"
+                    await self._close_paused(session, run, why, decider.name)
                     resume = None
                 else:
                     await repo.decide(
@@ -150,7 +164,7 @@ class RouterService:
                         reason=shown_reason,
                         decided_by=decider.name,
                     )
-                    resume = await self._claim(repo, run_id, run.caller)
+                    resume = await self._claim(repo, run)
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the decision could not be recorded: {exc}") from exc
         AuditDecisions(self.writer, run_id, decider.name).record(
@@ -170,24 +184,41 @@ class RouterService:
                 "and the run is closed",
                 slug="contract-changed",
             )
-        if resume is not None:
-            self._spawn(run_id, self._resume(run_id, resume))
-        return {
+        answer = {
             "run_id": run_id,
             "confirmation_id": confirmation_id,
             "decision": decision,
             "run_status": "running" if resume is not None else "pending",
         }
+        return Decided(answer, None if resume is None else self._resumed(run_id, resume))
 
-    async def drain(self) -> None:
-        """Wait for every run task of this process (tests; shutdown uses `aclose`)."""
-        while self._tasks:
-            await asyncio.wait(tuple(self._tasks))
-
-    async def aclose(self) -> None:
-        for task in tuple(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def cancel_paused(self, run_id: str, cancelled_by: str | None) -> str | None:
+        """End a run that waits for confirmation `cancelled`: its waiting calls are
+        refused and their kept arguments dropped. None when the run is not waiting."""
+        reason = "the run was cancelled while it waited for confirmation"
+        try:
+            async with self.sessions.begin() as session:
+                repo = RouterRunRepository(session)
+                run = await repo.lock_run(run_id)
+                if run is None or run.kind != "router" or run.status != PENDING:
+                    return None
+                refused = await self._close_paused(
+                    session, run, reason, cancelled_by, status=CANCELLED, stopped_by=CANCELLED
+                )
+                if refused is None:
+                    return None
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the cancel could not be recorded: {exc}") from exc
+        sink = AuditDecisions(self.writer, run_id, cancelled_by)
+        for confirmation_id, tool, call_key in refused:
+            sink.record(
+                "router.confirmation_decided",
+                {"confirmation_id": confirmation_id, "decision": "refused", "reason": reason},
+                tool=tool,
+                call_key=call_key,
+            )
+        sink.record("router.run_stopped", {"status": CANCELLED, "was": PENDING})
+        return CANCELLED
 
     # -- internals ------------------------------------------------------------
 
@@ -204,9 +235,8 @@ class RouterService:
         )
         raise RouterRequestRejected(problems)
 
-    async def _claim(
-        self, repo: RouterRunRepository, run_id: str, caller: str | None
-    ) -> _Resume | None:
+    async def _claim(self, repo: RouterRunRepository, run: Run) -> _Resume | None:
+        run_id = run.id
         if await repo.count_pending(run_id) or not await repo.claim(run_id, self.instance_id):
             return None
         checkpoint = await repo.checkpoint(run_id)
@@ -215,98 +245,63 @@ class RouterService:
             for c in await repo.confirmations(run_id)
         }
         await repo.release(run_id)
-        return _Resume(checkpoint or {}, decisions, caller)
+        return _Resume(checkpoint or {}, decisions, run.caller, run.outcome)
 
-    async def _close_changed(
+    async def _close_paused(
         self,
         session: AsyncSession,
-        run_id: str,
-        pending_outcome: dict[str, Any] | None,
+        run: Run,
+        reason: str,
         decided_by: str | None,
-    ) -> None:
+        *,
+        status: str = "incomplete",
+        stopped_by: str = "confirmation",
+    ) -> list[tuple[str, str, str]] | None:
+        """Refuse every waiting call, drop the kept arguments and end the paused run.
+
+        The refused calls' (confirmation id, tool, call key); None when another
+        process moved the run out of `pending` first.
+        """
         repo = RouterRunRepository(session)
-        reason = "the contract changed while the run waited for confirmation"
-        for confirmation in await repo.confirmations(run_id):
-            await repo.decide(
+        # pending -> running here first: of concurrent deciders and cancellers, one wins.
+        if not await repo.claim(run.id, self.instance_id):
+            return None
+        refused = []
+        for confirmation in await repo.confirmations(run.id):
+            if await repo.decide(
                 confirmation.id, status="refused", reason=reason, decided_by=decided_by
-            )
-        await RunRepository(session).finish(
-            run_id, status="incomplete", outcome=closed_outcome(pending_outcome, reason)
-        )
-        await repo.release(run_id)
+            ):
+                refused.append((confirmation.id, confirmation.tool, confirmation.call_key))
+        outcome = closed_outcome(run.outcome, reason, status=status, stopped_by=stopped_by)
+        await RunRepository(session).finish(run.id, status=status, outcome=outcome)
+        await repo.release(run.id)
+        return refused
 
-    async def _resume(self, run_id: str, resume: _Resume) -> RunResult:
-        kit = self.require_ready()
-        assert self.setup.profiles is not None
+    def _resumed(self, run_id: str, resume: _Resume) -> RouterTask:
         sink = AuditDecisions(self.writer, run_id, resume.caller)
-        checkpoint = Checkpoint.from_json(resume.checkpoint)
-        request = RouterRequest.from_json(checkpoint.request)
-        problems, plan = admit(
-            request, self.contract, self.setup.profiles, self.limits, resuming=True
-        )
-        if plan is None:
-            reason = "the run cannot resume: " + "; ".join(
-                f"{p.pointer}: {p.message}" for p in problems
+
+        def prepare() -> RouterRun | str:
+            kit = self.require_ready()
+            assert self.setup.profiles is not None
+            checkpoint = Checkpoint.from_json(resume.checkpoint)
+            request = RouterRequest.from_json(checkpoint.request)
+            problems, plan = admit(
+                request, self.contract, self.setup.profiles, self.limits, resuming=True
             )
-            sink.record("router.resume_failed", {"reason": reason})
-            await self._close(run_id, reason)
-            raise _Closed()
-        identity = RunIdentity(
-            run_id, plan.owner.name, resume.caller, request.context, self.contract.hash
-        )
-        run = RouterRun.restore(kit, plan, identity, sink, checkpoint)
-        return await run.resume(resume.decisions)
-
-    async def _close(self, run_id: str, reason: str) -> None:
-        async with self.sessions.begin() as session:
-            run = await RunRepository(session).get(run_id)
-            await RunRepository(session).finish(
-                run_id,
-                status="incomplete",
-                outcome=closed_outcome(None if run is None else run.outcome, reason),
+            if plan is None:
+                reason = "the run cannot resume: " + "; ".join(
+                    f"{p.pointer}: {p.message}" for p in problems
+                )
+                sink.record("router.resume_failed", {"reason": reason})
+                return reason
+            identity = RunIdentity(
+                run_id, plan.owner.name, resume.caller, request.context, self.contract.hash
             )
+            return RouterRun.restore(kit, plan, identity, sink, checkpoint)
 
-    def _spawn(
-        self, run_id: str, work: Coroutine[Any, Any, RunResult]
-    ) -> asyncio.Task[dict[str, Any]]:
-        task = asyncio.create_task(self._carry(run_id, work), name=f"toolloop-router-{run_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._forget)
-        return task
-
-    def _forget(self, task: asyncio.Task[dict[str, Any]]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            error = task.exception()
-            if not isinstance(error, _Closed):
-                logger.error("router run task %s failed: %s", task.get_name(), error)
-
-    async def _carry(self, run_id: str, work: Coroutine[Any, Any, RunResult]) -> dict[str, Any]:
-        try:
-            result = await work
-        except asyncio.CancelledError:
-            await self._interrupted(run_id)
-            raise
-        except _Closed:
-            raise
-        except Exception as exc:
-            # Whatever broke, the run must not stay `running` on a live process.
-            await self._interrupted(run_id)
-            if isinstance(exc, ReceiptWriteFailed):
-                raise StorageUnavailable(str(exc)) from exc
-            raise
-        await record_router_result(self.sessions, self.writer, result)
-        return result.outcome.to_dict()
-
-    async def _interrupted(self, run_id: str) -> None:
-        try:
-            await record_router_interrupted(self.sessions, run_id)
-        except StorageUnavailable as exc:
-            logger.error("router run %s could not be marked interrupted: %s", run_id, exc)
-
-
-class _Closed(Exception):
-    """A resume that closed the run instead (already recorded)."""
+        return RouterTask(
+            self.sessions, self.writer, run_id, sink, prepare, resume.decisions, resume.outcome
+        )
 
 
 def _may_decide(decider: Decider, created_by: str | None) -> bool:

@@ -1,7 +1,9 @@
 """Cancelling a run: its running calls are cancelled, the rest skipped, the run ends `cancelled`.
 
 Only the process executing a run can cancel it; a run executing in another
-replica is refused (409) rather than left half-stopped.
+replica is refused (409) rather than left half-stopped. A run kind that can
+pause (a router run waiting for confirmation) registers how to cancel a paused
+run: it is only rows, so any process can.
 
 RunControlError
  ├── CancelForbidden        the caller may see the run but not cancel it (403)
@@ -11,8 +13,8 @@ RunControlError
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,6 +26,8 @@ from app.store.repositories.runs import RUNNING, RunRepository
 
 # (run kind, the run's creator) -> may this caller cancel it?
 CancelRule = Callable[[str, str | None], bool]
+# (run id) -> the status a paused run was cancelled with; None when it is not paused.
+CancelPaused = Callable[[str], Awaitable[str | None]]
 
 
 class RunControlError(ServiceError):
@@ -48,6 +52,8 @@ class RunRunningElsewhere(RunControlError):
 class RunControl:
     sessions: async_sessionmaker[AsyncSession]
     supervisor: RunSupervisor
+    # By run kind.
+    cancel_paused: Mapping[str, CancelPaused] = field(default_factory=dict)
 
     async def cancel(self, run_id: str, viewer: RunViewer, may_cancel: CancelRule) -> str:
         """Cancel the run and wait until it recorded its end; returns its final status."""
@@ -64,15 +70,23 @@ class RunControl:
             if viewer.can_see_run(run.caller):
                 raise CancelForbidden(run_id)
             raise RunNotFound(run_id)
-        if handle is None:
-            if run.status == RUNNING:
-                raise RunRunningElsewhere(run_id)
-            raise RunAlreadyEnded(run_id, run.status)
-        stopping = handle.request_stop(CANCELLED)
-        try:
-            status = (await handle.wait()).status
-        except Exception:
-            status = INTERRUPTED
-        if not stopping:
-            raise RunAlreadyEnded(run_id, status)
-        return status
+        stopping = False
+        if handle is not None:
+            stopping = handle.request_stop(CANCELLED)
+            try:
+                status = (await handle.wait()).status
+            except Exception:
+                status = INTERRUPTED
+        elif run.status == RUNNING:
+            raise RunRunningElsewhere(run_id)
+        else:
+            status = run.status
+        cancel_paused = self.cancel_paused.get(run.kind)
+        if cancel_paused is not None and status not in (CANCELLED, INTERRUPTED):
+            # The run ended by itself; if it only paused, it can still be cancelled.
+            cancelled = await cancel_paused(run_id)
+            if cancelled is not None:
+                return cancelled
+        if stopping:
+            return status
+        raise RunAlreadyEnded(run_id, status)

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, claim_key
+from app.service.outage import retry_transient
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -26,8 +27,11 @@ async def record_run_start(
     caller: str | None,
     parallel_batch_id: str | None = None,
     claim: IdempotencyClaim | None = None,
+    request_digest: str | None = None,
 ) -> None:
     """Commit the `running` row, and claim the idempotency key in the same transaction.
+
+    `request_digest` identifies the request for a later resume (the body is never stored).
 
     Committed before the first call runs, so a crash leaves a trace. Raises
     IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key first.
@@ -44,7 +48,7 @@ async def record_run_start(
                 instance_id=instance_id,
                 caller=caller,
                 parallel_batch_id=parallel_batch_id,
-                request_digest=None if claim is None else claim.request_digest,
+                request_digest=request_digest,
             )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
@@ -58,15 +62,21 @@ async def record_run_end(
     call_count: int | None = None,
     outcome: dict[str, Any] | None = None,
 ) -> None:
-    try:
+    finished_at = datetime.now(UTC)
+
+    async def write() -> None:
         async with sessions.begin() as session:
             await RunRepository(session).finish(
                 run_id,
                 status=status,
                 outcome=outcome,
                 call_count=call_count,
-                finished_at=datetime.now(UTC),
+                finished_at=finished_at,
             )
+
+    try:
+        # A run left `running` by a short outage would stay so while this process lives.
+        await retry_transient(write, "recording a run's end")
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
 

@@ -37,13 +37,24 @@ class RunEvent:
 
 
 class _Seen:
-    """Sequence numbers already sent: one bit each, whatever the run's size."""
+    """Sequence numbers already sent: one bit each, whatever the run's size; and the
+    receipt ids of sent ones that had not succeeded, which a resume may replace."""
 
-    __slots__ = ("_bits", "count")
+    __slots__ = ("_bits", "_replaceable", "count")
 
     def __init__(self) -> None:
         self._bits = bytearray()
+        self._replaceable: dict[int, str] = {}
         self.count = 0
+
+    def add_receipt(self, seq: int, receipt_id: str, status: str) -> bool:
+        """False when this receipt was already sent (a replacement is news)."""
+        new = self.add(seq) or self._replaceable.get(seq, receipt_id) != receipt_id
+        if status == "succeeded":
+            self._replaceable.pop(seq, None)
+        else:
+            self._replaceable[seq] = receipt_id
+        return new
 
     def add(self, seq: int) -> bool:
         """False when `seq` was already sent."""
@@ -123,7 +134,7 @@ class RunEventStream:
             except SQLAlchemyError as exc:
                 raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
             for row in page:
-                if seen.add(row.seq):
+                if seen.add_receipt(row.seq, row.id, row.status):
                     yield RunEvent("receipt", receipt_view(row))
             if len(page) < PAGE:
                 return
@@ -154,5 +165,5 @@ def _receipts(rows: Iterable[Mapping[str, Any]], seen: _Seen) -> list[RunEvent]:
     return [
         RunEvent("receipt", receipt_view(StoredReceipt(**row)))
         for row in rows
-        if seen.add(row["seq"])
+        if seen.add_receipt(row["seq"], row["id"], row["status"])
     ]

@@ -70,7 +70,6 @@ class Runtime:
         return None
 
     async def aclose(self) -> None:
-        await self.router.aclose()
         await self.runs.aclose()
         self.events.close()
         for task in self._background:
@@ -108,7 +107,11 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     except BaseException:
         await database.dispose()
         raise
-    writer = GroupCommitWriter(sessions, linger_s=settings.group_commit_linger_s)
+    writer = GroupCommitWriter(
+        sessions,
+        linger_s=settings.group_commit_linger_s,
+        max_stored_output_bytes=settings.max_stored_output_bytes,
+    )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
     writer.start()
@@ -120,6 +123,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         cache=DatabaseCacheStore(sessions),
         backpressure=writer,
         worker_threads=settings.worker_threads,
+        max_cached_output_bytes=settings.max_stored_output_bytes,
     )
     limits = PlanLimits(
         max_sequential_calls=settings.max_sequential_calls,
@@ -137,7 +141,15 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         database_display=display_url(settings.database_url),
         writer=writer,
         engine=engine,
-        plans=PlanService(contract, engine, sessions, writer, limits, instance_id),
+        plans=PlanService(
+            contract,
+            engine,
+            sessions,
+            writer,
+            limits,
+            instance_id,
+            settings.max_stored_output_bytes,
+        ),
         router=open_router(settings, contract, engine, sessions, writer, instance_id, llm_http),
         llm_http=llm_http,
         events=events,

@@ -11,6 +11,10 @@ The backlog (receipts and audit rows not yet written) is bounded: past
 `max_backlog`, `room()` tells the engine to hold new calls until the writer
 has drained it to half. Receipts of calls already running are still accepted,
 so the backlog never exceeds the bound by more than the calls in flight.
+
+A resumed run's receipt for a call whose stored receipt had not succeeded
+replaces that row in place (`supersede`); the replaced receipt is kept as an
+audit event written in the same transaction.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
@@ -28,7 +32,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
 from app.observability.receipts import record_receipt_commit
+from app.service.outage import retry_transient
 from app.service.receipt_rows import audit_row, cache_entry_row, receipt_row
+from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -55,8 +61,10 @@ class GroupCommitWriter:
         linger_s: float = 0.002,
         max_batch: int = 1000,
         max_backlog: int = 100_000,
+        max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
     ) -> None:
         self._sessions = sessions
+        self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._max_batch = max_batch
         self._max_backlog = max_backlog
@@ -71,10 +79,23 @@ class GroupCommitWriter:
         self._writing = False
         self._barriers: list[asyncio.Future[None]] = []
         self._listeners: list[Callable[[Sequence[dict[str, Any]]], None]] = []
+        # (run_id, seq) -> the audit row recording the stored receipt the next one replaces.
+        self._superseded: dict[tuple[str, int], dict[str, Any]] = {}
 
     def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
         """Call `listener` with each batch's receipt rows (redacted) once they are committed."""
         self._listeners.append(listener)
+
+    def supersede(self, run_id: str, audit_rows: Mapping[int, dict[str, Any]]) -> None:
+        """The next receipt of `run_id` at each `seq` replaces the stored one; its
+        audit row (`detail` gains `superseded_by`) is written in the same transaction."""
+        for seq, row in audit_rows.items():
+            self._superseded[(run_id, seq)] = row
+
+    def forget_superseded(self, run_id: str) -> None:
+        """Drop what `supersede` left unused for the run (it ended before those calls)."""
+        for key in [key for key in self._superseded if key[0] == run_id]:
+            del self._superseded[key]
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolloop-group-commit")
@@ -97,7 +118,7 @@ class GroupCommitWriter:
         if group is None or len(group.rows) >= self._max_batch:
             group = self._open = _Group(asyncio.get_running_loop().create_future())
             self._groups.append(group)
-        group.rows.append(receipt_row(receipt))
+        group.rows.append(receipt_row(receipt, self._max_output_bytes))
         if cache_entry is not None:
             group.cache_rows.append(cache_entry_row(cache_entry))
         self._backlog += 1
@@ -164,6 +185,22 @@ class GroupCommitWriter:
         if room is not None and not room.done():
             room.set_result(None)
 
+    def _split(
+        self, rows: list[dict[str, Any]], audit: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(rows to insert, rows replacing a stored receipt); adds the audit rows of the latter."""
+        inserts, replaced = [], []
+        for row in rows:
+            superseded = self._superseded.pop((row["run_id"], row["seq"]), None)
+            if superseded is None:
+                inserts.append(row)
+                continue
+            replaced.append(row)
+            audit.append(
+                {**superseded, "detail": {**superseded["detail"], "superseded_by": row["id"]}}
+            )
+        return inserts, replaced
+
     async def _write_batch(self) -> None:
         group = self._groups.popleft() if self._groups else None
         if group is self._open:
@@ -177,12 +214,27 @@ class GroupCommitWriter:
         created_at = datetime.now(UTC)
         for row in rows:
             row.setdefault("created_at", created_at)
-        try:
+        inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
+        attempts = 0
+
+        async def write() -> None:
+            nonlocal attempts
+            attempts += 1
             async with self._sessions.begin() as session:
-                await ReceiptRepository(session).add_many(rows)
+                receipts = ReceiptRepository(session)
+                if attempts > 1 and rows and await receipts.get(rows[0]["id"]) is not None:
+                    return  # the last attempt committed; only its answer was lost
+                await receipts.add_many(inserts)
+                for row in replaced:
+                    if not await receipts.replace(row):
+                        await receipts.add_many([row])
                 if cache_rows:
                     await CacheRepository(session).put_many(cache_rows)
                 await AuditRepository(session).add_many(audit)
+
+        try:
+            # A short outage (a database restart) delays the batch instead of losing it.
+            await retry_transient(write, "a group commit")
         except Exception as exc:  # resolved into every waiting plan, which reports it
             record_receipt_commit(len(rows), perf_counter() - started, ok=False)
             logger.error("group commit of %d receipts failed: %s", len(rows), exc)

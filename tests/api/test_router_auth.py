@@ -9,7 +9,7 @@ import pytest
 
 from app.api.auth import create_key
 from tests.router import router_tools
-from tests.router.http_support import router_settings, run_body, running, stored_run
+from tests.router.http_support import router_settings, run_body, running, settled, stored_run
 from tests.router.replies import openai_calls, openai_text
 from tests.router.scripted_server import ScriptedServer, scripted_server
 
@@ -57,7 +57,7 @@ async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_c
         by_operator = await client.post(
             path, json={"approve": True}, headers={"authorization": f"Bearer {operator}"}
         )
-        await app.state.runtime.router.drain()
+        await settled(app, body["run_id"])
         run = await stored_run(app, body["run_id"])
 
     assert anonymous.status_code == 401

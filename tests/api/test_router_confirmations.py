@@ -11,7 +11,6 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.schemas.router import RouterRunIn
 from app.settings import Settings
 from app.store.models import RouterConfirmation
 from app.store.repositories.router_runs import RouterRunRepository
@@ -21,6 +20,7 @@ from tests.router.http_support import (
     router_settings,
     run_body,
     running,
+    settled,
     stored_audit,
     stored_receipts,
     stored_run,
@@ -128,7 +128,7 @@ async def test_an_approval_resumes_the_run_in_the_background(
         "decision": "approved",
         "run_status": "running",
     }
-    await app.state.runtime.router.drain()
+    await settled(app, body["run_id"])
     run = await stored_run(app, body["run_id"])
     assert run.status == "done"
     assert run.outcome is not None
@@ -152,7 +152,7 @@ async def test_a_rejection_is_fed_back_and_the_run_goes_on(
     response = await decide(client, body, False, "not today")
 
     assert response.status_code == 202
-    await app.state.runtime.router.drain()
+    await settled(app, body["run_id"])
     run = await stored_run(app, body["run_id"])
     assert run.status == "done"
     assert router_tools.CALLS == []
@@ -174,7 +174,7 @@ async def test_a_decision_is_taken_once(
     body = await start_pending(client, model)
     model.script(openai_text("no"), openai_text("answer"))
     assert (await decide(client, body, False)).status_code == 202
-    await app.state.runtime.router.drain()
+    await settled(app, body["run_id"])
 
     again = await decide(client, body, True)
 
@@ -206,7 +206,7 @@ async def test_a_pending_run_survives_a_restart(settings: Settings, model: Scrip
     async with running(settings) as (app, client):
         response = await decide(client, body, True)
         assert response.status_code == 202
-        await app.state.runtime.router.drain()
+        await settled(app, body["run_id"])
         run = await stored_run(app, body["run_id"])
         receipts = await stored_receipts(app, body["run_id"])
 
@@ -253,24 +253,27 @@ async def test_shutdown_interrupts_a_running_run_and_keeps_its_receipts(
 ) -> None:
     model.script(openai_calls(("c1", "nap", {"seconds": 5})))
 
-    async with running(settings) as (app, _):
-        service = app.state.runtime.router
-        started = asyncio.create_task(
-            service.start(RouterRunIn(**run_body()).to_request(), None, None)
-        )
+    async with running(settings) as (app, client):
+        waiting = asyncio.create_task(client.post("/router/runs", json=run_body()))
         for _ in range(1000):
             if router_tools.CALLS:
                 break
             await asyncio.sleep(0.01)
-        await service.aclose()
-        with pytest.raises(asyncio.CancelledError):
-            await started
+        await app.state.runtime.runs.aclose()
+        response = await waiting
         async with app.state.runtime.sessions() as session:
             (run,) = (await RunRepository(session).list_page(limit=5)).items
         receipts = await stored_receipts(app, run.id)
 
+    body = response.json()
+    assert (body["run_id"], body["status"], body["stopped_by"]) == (
+        run.id,
+        "interrupted",
+        "interrupted",
+    )
     assert run.status == "interrupted"
     assert run.finished_at is not None
     assert [(r.tool, r.status) for r in receipts] == [("nap", "failed")]
     assert receipts[0].error is not None
     assert receipts[0].error["kind"] == "cancelled"
+    assert [r["receipt_id"] for r in body["receipts"]] == [receipts[0].id]

@@ -15,6 +15,10 @@ def echo(text: str) -> dict[str, Any]:
     return {"text": text}
 
 
+def padded_echo(text: str) -> dict[str, Any]:
+    return {"text": text, "pad": "x" * 4096}
+
+
 def leak(text: str) -> dict[str, Any]:
     raise RuntimeError(f"could not handle {text}")
 

@@ -30,6 +30,16 @@ subagents:
         description: Return the text, cached.{_TEXT}
         effect: read
         cacheable: true
+      padded_echo:
+        callable: tests.observability.obs_tools:padded_echo
+        description: Return the text and padding, past the stored-output cap.
+        input_schema:
+          type: object
+          properties: {{text: {{type: string, maxLength: 2000}}}}
+          required: [text]
+          additionalProperties: false
+        output_schema: {{type: object}}
+        effect: read
       leak:
         callable: tests.observability.obs_tools:leak
         description: Raise with the text in the message.{_TEXT}
@@ -58,7 +68,7 @@ subagents:
         callable: tests.observability.obs_tools:echo
         description: Registered, not allowed.{_TEXT}
     runner_defaults:
-      allowed_tools: [echo, cached_echo, leak, flaky, hang, hold]
+      allowed_tools: [echo, cached_echo, padded_echo, leak, flaky, hang, hold]
       max_calls: 8
       tool_timeout_s: 10
 """

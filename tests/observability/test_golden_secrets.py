@@ -1,8 +1,9 @@
 """Fake secrets through every path; none reaches a log line, a stored row, audit or /metrics.
 
-Each secret is sent in arguments (echoed back as output), in an error
-message, in rejected plans, in the plan context, in headers (a bad API key,
-a custom header, a request id) and in paths and query strings.
+Each secret is sent in arguments (echoed back as output, whole or past the
+stored-size cap, whose truncated copy keeps a preview), in an error message,
+in rejected plans, in the plan context, in headers (a bad API key, a custom
+header, a request id) and in paths and query strings.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _call(key: str, tool: str, text: str) -> dict[str, Any]:
 async def _send_secrets_everywhere(client: httpx.AsyncClient, good: dict[str, str]) -> list[str]:
     """Drive every path; returns the run ids whose audit must be checked."""
     runs = []
-    for tool in ("echo", "cached_echo", "leak"):
+    for tool in ("echo", "cached_echo", "padded_echo", "leak"):
         for name, (sent, _) in SECRETS.items():
             response = await client.post(
                 "/plans/sequential",
@@ -118,7 +119,12 @@ async def test_no_secret_reaches_logs_rows_audit_or_metrics(
     registry_path: Path, database_url: str, keys_path: Path, json_logs: io.StringIO
 ) -> None:
     good = bearer(keys_path, "golden", "plans:execute", "runs:read:all", "metrics:read")
-    settings = Settings(registries=[registry_path], database_url=database_url, api_keys=keys_path)
+    settings = Settings(
+        registries=[registry_path],
+        database_url=database_url,
+        api_keys=keys_path,
+        max_stored_output_bytes=1024,  # padded_echo's outputs are stored truncated
+    )
 
     leaks: list[str] = []
     async with serving(settings) as client:
@@ -145,6 +151,10 @@ async def test_no_secret_reaches_logs_rows_audit_or_metrics(
             for table in ("receipts", "idempotency_keys"):
                 counted = await connection.execute(text(f"SELECT count(*) FROM {table}"))
                 assert counted.scalar_one() > 0, table
+            truncated = await connection.execute(
+                text("SELECT count(*) FROM receipts WHERE output_truncated")
+            )
+            assert truncated.scalar_one() == len(SECRETS)
     finally:
         await database.dispose()
     assert not leaks, leaks

@@ -56,6 +56,13 @@ def run_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+async def settled(app: FastAPI, run_id: str) -> None:
+    """Wait until the run's task under the supervisor, if it has one, ended."""
+    handle = app.state.runtime.runs.get(run_id)
+    if handle is not None:
+        await handle.wait()
+
+
 async def stored_run(app: FastAPI, run_id: str) -> Run:
     async with app.state.runtime.sessions() as session:
         run = await RunRepository(session).get(run_id)

@@ -1,4 +1,5 @@
-"""The router test registry: an `agent` owner, and an `other` owner it may not use."""
+"""The router test registry: an `agent` owner, a `waiter` whose tool waits for the test,
+and an `other` owner the agent may not use."""
 
 from __future__ import annotations
 
@@ -101,6 +102,32 @@ subagents:
       allowed_tools: [lookup, echo, summarize, explode, publish, big, nap, rendezvous]
       max_calls: 6
       tool_timeout_s: 5
+  waiter:
+    tools:
+      hold:
+        callable: {_M}:hold
+        description: Wait until the test opens the gate.
+        input_schema:
+          type: object
+          properties: {{gate: {{type: string}}}}
+          required: [gate]
+          additionalProperties: false
+        output_schema: {{type: object}}
+        effect: read
+      announce:
+        callable: {_M}:publish
+        description: Publish something; needs a person's approval.
+        input_schema:
+          type: object
+          properties: {{title: {{type: string}}}}
+          required: [title]
+          additionalProperties: false
+        output_schema: {{type: object}}
+        requires_confirmation: true
+    runner_defaults:
+      allowed_tools: [hold, announce]
+      max_calls: 4
+      tool_timeout_s: 60
   other:
     tools:
       foreign:

@@ -9,13 +9,22 @@ CALLS: list[tuple[str, dict[str, Any]]] = []
 GUARDRAIL_CALLS: list[str] = []
 _ARRIVED: dict[str, int] = {}
 _EVENTS: dict[str, asyncio.Event] = {}
+_GATES: dict[str, asyncio.Event] = {}
+# Gates whose `hold` call was cancelled.
+CANCELLED: list[str] = []
 
 
 def reset() -> None:
     CALLS.clear()
     GUARDRAIL_CALLS.clear()
+    CANCELLED.clear()
     _ARRIVED.clear()
     _EVENTS.clear()
+    _GATES.clear()
+
+
+def release(gate: str) -> None:
+    _GATES.setdefault(gate, asyncio.Event()).set()
 
 
 def lookup(term: str) -> dict[str, Any]:
@@ -63,6 +72,17 @@ async def rendezvous(group: str, label: str) -> dict[str, Any]:
         event.set()
     await asyncio.wait_for(event.wait(), timeout=5)
     return {"label": label}
+
+
+async def hold(gate: str) -> dict[str, Any]:
+    """Returns once the test releases `gate`."""
+    CALLS.append(("hold", {"gate": gate}))
+    try:
+        await _GATES.setdefault(gate, asyncio.Event()).wait()
+    except asyncio.CancelledError:
+        CANCELLED.append(gate)
+        raise
+    return {"gate": gate}
 
 
 def allow_all(call: dict[str, Any]) -> str | None:

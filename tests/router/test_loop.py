@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import asyncio
 import json
+
+import pytest
 
 from app.router.loop import Finished
 from app.router.outcome import RunStatus
@@ -154,3 +157,34 @@ async def test_decisions_are_recorded(harness: RouterHarness) -> None:
     started = harness.decisions.of("router.run_started")[0]
     assert started["router_profile"] == "router"
     assert set(started["prompts"]) >= {"router.system", "final.task"}
+
+
+async def test_a_cancelled_turn_leaves_a_receipt_for_every_admitted_call(
+    harness: RouterHarness,
+) -> None:
+    harness.limit(max_parallel_calls=1)
+    harness.model.script(
+        openai_calls(
+            ("c1", "hold", {"gate": "first"}),
+            ("c2", "hold", {"gate": "second"}),
+            ("c3", "hold", {"gate": "third"}),
+        ),
+        openai_text("never reached"),
+    )
+    run = asyncio.create_task(harness.start(request(owner="waiter")))
+    for _ in range(1000):
+        if router_tools.CALLS:
+            break
+        await asyncio.sleep(0.005)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+    receipts = sorted(harness.receipts.receipts, key=lambda receipt: receipt.seq)
+    assert [(r.call_key, r.status.value) for r in receipts] == [
+        ("t1c0", "failed"),
+        ("t1c1", "skipped"),
+        ("t1c2", "skipped"),
+    ]
+    assert all(r.error is not None and r.error.kind.value == "cancelled" for r in receipts)
+    assert router_tools.CANCELLED == ["first"]

@@ -6,9 +6,11 @@ from app.api.auth.dependencies import (
     MetricsReader,
     PlansCaller,
     RouterCaller,
+    RunController,
     RunsReader,
     authenticated,
     install_auth,
+    require_any_scope,
     require_scope,
 )
 from app.api.auth.keyring import KeyEntry, KeyRing
@@ -54,6 +56,7 @@ __all__ = [
     "PlansCaller",
     "Principal",
     "RouterCaller",
+    "RunController",
     "RunsReader",
     "UnsafeBindError",
     "authenticated",
@@ -62,5 +65,6 @@ __all__ = [
     "install_auth",
     "is_loopback_host",
     "load_keys",
+    "require_any_scope",
     "require_scope",
 ]

@@ -71,6 +71,24 @@ def require_scope(scope: str) -> Callable[[Request], Awaitable[Principal]]:
     return dependency
 
 
+def require_any_scope(*scopes: str) -> Callable[[Request], Awaitable[Principal]]:
+    """A key holding at least one of `scopes` (a route whose own rule then decides)."""
+    if not scopes or not set(scopes) <= SCOPES:
+        raise ValueError(f"unknown scopes {scopes!r}")
+    names = " or ".join(repr(scope) for scope in scopes)
+
+    async def dependency(request: Request) -> Principal:
+        principal = await authenticated(request)
+        if not any(principal.has(scope) for scope in scopes):
+            raise Forbidden(
+                f"This API key lacks the {names} scope.",
+                headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope"'},
+            )
+        return principal
+
+    return dependency
+
+
 def _authenticate(request: Request, keyring: KeyRing, throttle: FailedAuthThrottle) -> Principal:
     address = request.client.host if request.client else "unknown"
     token = _bearer_token(request.headers.get("authorization", ""))
@@ -110,3 +128,5 @@ RouterCaller = Annotated[Principal, Depends(require_scope(ROUTER_RUN))]
 RunsReader = Annotated[Principal, Depends(require_scope(RUNS_READ))]
 MetricsReader = Annotated[Principal, Depends(require_scope(METRICS_READ))]
 AdminCaller = Annotated[Principal, Depends(require_scope(ADMIN))]
+# Cancelling a run: a key that may start some kind of run; the run's own rule decides the rest.
+RunController = Annotated[Principal, Depends(require_any_scope(PLANS_EXECUTE, ROUTER_RUN))]

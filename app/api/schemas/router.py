@@ -93,8 +93,10 @@ class PendingOut(BaseModel):
 
 class RouterRunOut(BaseModel):
     run_id: str
-    status: Literal["done", "incomplete", "pending", "error"]
-    stopped_by: str = Field(description="Empty only when status is done.")
+    status: Literal["done", "incomplete", "pending", "error", "cancelled", "interrupted"]
+    stopped_by: str = Field(
+        description="Empty only when status is done; a stopped run's is its status."
+    )
     text: str
     final: Any
     attempts: int

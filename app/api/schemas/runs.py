@@ -100,7 +100,14 @@ class StoredReceiptOut(BaseModel):
     parallel_batch_id: str | None
     tool: str
     status: ReceiptStatus
-    output: Any
+    output: Any = Field(
+        description="The redacted output; past the stored-size cap, a marker object "
+        "(`truncated`, `size_bytes`, `digest`, `preview`)."
+    )
+    output_truncated: bool = Field(description="The stored output is a truncation marker.")
+    output_digest: str | None = Field(
+        description="sha256 of the canonical JSON of the full redacted output, when truncated."
+    )
     error: CallErrorOut | None
     attempts: int
     cache_hit: bool

@@ -4,10 +4,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 
 from app.store.models import Receipt, Run
-from app.store.repositories.base import Repository
+from app.store.repositories.base import Repository, rowcount
 from app.store.repositories.pagination import (
     Keyset,
     Page,
@@ -22,6 +22,17 @@ class ReceiptRepository(Repository):
         """Insert receipts in one executemany; keys are `Receipt` column names."""
         if rows:
             await self.session.execute(insert(Receipt), list(rows))
+
+    async def replace(self, row: Mapping[str, Any]) -> bool:
+        """Overwrite the receipt stored at the row's `(run_id, seq)` with `row`, in place
+        (a resumed run's new receipt for a call that had not succeeded); False if none."""
+        result = await self.session.execute(
+            update(Receipt)
+            .where(Receipt.run_id == row["run_id"], Receipt.seq == row["seq"])
+            .values(dict(row))
+            .execution_options(synchronize_session=False)
+        )
+        return rowcount(result) == 1
 
     async def get(self, receipt_id: str) -> Receipt | None:
         return await self.session.get(Receipt, receipt_id)

@@ -82,6 +82,17 @@ class RunRepository(Repository):
         result = await self.session.execute(update(Run).where(Run.id == run_id).values(values))
         return rowcount(result) == 1
 
+    async def reopen_interrupted(self, run_id: str, instance_id: str) -> bool:
+        """`interrupted` -> `running` under `instance_id` (a resume); False when the run
+        was not interrupted any more (another resume won)."""
+        result = await self.session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status == INTERRUPTED)
+            .values(status=RUNNING, instance_id=instance_id, finished_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        return rowcount(result) == 1
+
     async def mark_interrupted_for_dead_instances(
         self, current_instance_id: str, stale_before: datetime, *, now: datetime | None = None
     ) -> int:

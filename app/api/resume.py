@@ -1,0 +1,117 @@
+"""`POST /runs/{run_id}/resume`: run an interrupted plan's calls that have no successful receipt.
+
+The body is the run's original plan request, unchanged in meaning (key order,
+whitespace and omitted defaults do not matter): only its digest was stored.
+Resuming needs `plans:execute` and to be the run's creator, or `admin`. The
+answer is the plan response once the run ended, or 202 with `Prefer:
+respond-async`; `Idempotency-Key` works as on the plan routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Path, Request
+from pydantic import RootModel
+from starlette.responses import Response
+
+from app.api.auth import PlansCaller
+from app.api.body import parse_model, read_json
+from app.api.deps import RuntimeDep
+from app.api.openapi import json_body
+from app.api.problems import Forbidden, NotFound, ProblemError, ProblemItem
+from app.api.responses import FastJSONResponse
+from app.api.run_control import control_rule
+from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
+from app.api.schemas.plans import (
+    ParallelPlanIn,
+    ParallelPlanOut,
+    SequentialPlanIn,
+    SequentialPlanOut,
+)
+from app.api.schemas.runs import RUN_PROBLEMS, Text
+from app.engine.plan import ParallelPlan, SequentialPlan
+from app.service.idempotency import IdempotencyClaim
+from app.service.reads import RunNotFound
+from app.service.run_resume import (
+    ContractChanged,
+    RequestMismatch,
+    ResumeForbidden,
+    RunNotResumable,
+    RunResumer,
+)
+from app.service.run_tasks import SupervisedRun
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+RunPath = Annotated[Text, Path()]
+T = TypeVar("T")
+
+
+class NotResumable(ProblemError):
+    status = 409
+    slug = "run-not-resumable"
+
+
+class ContractChangedProblem(ProblemError):
+    status = 409
+    slug = "contract-changed"
+
+
+class NotTheOriginalRequest(ProblemError):
+    status = 422
+    slug = "request-mismatch"
+
+
+class ResumeRunIn(RootModel[SequentialPlanIn | ParallelPlanIn]):
+    """The run's original plan request, as it was sent to `POST /plans/{kind}`."""
+
+
+@router.post(
+    "/{run_id}/resume",
+    operation_id="resumeRun",
+    response_class=FastJSONResponse,
+    responses={
+        200: {"model": SequentialPlanOut | ParallelPlanOut},
+        **RUN_START_RESPONSES,
+        **RUN_PROBLEMS,
+    },
+    openapi_extra=json_body(ResumeRunIn, RUN_START_PARAMETERS),
+)
+async def resume_run(
+    request: Request, runtime: RuntimeDep, principal: PlansCaller, run_id: RunPath
+) -> Response:
+    data = await read_json(
+        request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
+    )
+    resumer = RunResumer(runtime.plans, runtime.runs)
+    kind = await _mapped(resumer.find(run_id, principal, control_rule(principal)))
+    plan: SequentialPlan | ParallelPlan = (
+        parse_model(SequentialPlanIn, data).to_plan()
+        if kind == "sequential"
+        else parse_model(ParallelPlanIn, data).to_plan()
+    )
+
+    async def open_run(claim: IdempotencyClaim | None) -> SupervisedRun:
+        return await _mapped(resumer.open(run_id, plan, principal.name, claim))
+
+    return await start_run(request, runtime, principal, data, open_run)
+
+
+async def _mapped(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except RunNotFound:
+        raise NotFound("There is no run with this id.") from None
+    except ResumeForbidden:
+        raise Forbidden("This API key may not resume this run.") from None
+    except RunNotResumable as exc:
+        raise NotResumable(f"The run cannot be resumed: {exc.reason}.") from None
+    except ContractChanged as exc:
+        raise ContractChangedProblem(f"The contract changed: {exc}.") from None
+    except RequestMismatch:
+        raise NotTheOriginalRequest(
+            "The body is not the run's original plan request; send it unchanged.",
+            errors=[ProblemItem("", "digest differs from the one stored with the run")],
+        ) from None

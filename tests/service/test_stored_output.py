@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import uuid
+
+from app.contract.canonical import canonical_json, sha256_digest
+from app.service.stored_output import stored_output
+
+
+def test_an_output_within_the_cap_is_kept_whole_without_a_digest() -> None:
+    output = {"text": "x" * 100}
+    assert stored_output(output, 1024) == (output, None, False)
+    assert stored_output(None, 1024) == (None, None, False)
+
+
+def test_an_output_over_the_cap_becomes_a_marker_with_the_canonical_digest() -> None:
+    output = {"b": 1.0, "a": "\u2603" * 2000}
+    value, digest, truncated = stored_output(output, 1024)
+    assert truncated is True
+    assert digest == sha256_digest(canonical_json(output))
+    assert value["digest"] == digest
+    assert value["size_bytes"] == len('{"b":1.0,"a":""}') + 3 * 2000
+    # Cut on a character boundary: never half a UTF-8 sequence.
+    assert (
+        value["preview"] == '{"b":1.0,"a":"' + "\u2603" * 80
+    )  # 256 bytes: 14 + 3 * 80, and 2 bytes dropped
+
+
+def test_values_written_by_value_are_digested_as_written() -> None:
+    output = {"id": uuid.UUID(int=5), "pad": "x" * 2000}
+    _, digest, _ = stored_output(output, 1024)
+    assert digest == sha256_digest(canonical_json({"id": str(uuid.UUID(int=5)), "pad": "x" * 2000}))
