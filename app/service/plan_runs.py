@@ -26,7 +26,7 @@ from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
 from app.service.run_records import record_run_end, stored_receipts
 from app.service.run_tasks import RunResult
-from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
+from app.service.stored_output import stored_output
 from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")
@@ -81,7 +81,7 @@ class SequentialRun(_PlanRun):
         admitted: Args,
         resume: ResumePoint | None = None,
         *,
-        max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
+        max_stored_output_bytes: int,
     ) -> None:
         super().__init__(engine, sessions, identity, max_stored_output_bytes)
         self._plan = plan
@@ -140,7 +140,7 @@ class ParallelRun(_PlanRun):
         parallel_batch_id: str,
         resume: ResumePoint | None = None,
         *,
-        max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
+        max_stored_output_bytes: int,
     ) -> None:
         super().__init__(engine, sessions, identity, max_stored_output_bytes)
         self._plan = plan

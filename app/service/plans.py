@@ -23,7 +23,6 @@ from app.service.idempotency import IdempotencyClaim
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
 from app.service.run_records import record_run_start
-from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.service.writer import GroupCommitWriter
 
 
@@ -39,7 +38,7 @@ class PlanService:
     writer: GroupCommitWriter
     limits: PlanLimits
     instance_id: str
-    max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES
+    max_stored_output_bytes: int
 
     async def open_sequential(
         self, plan: SequentialPlan, caller: str | None, claim: IdempotencyClaim | None = None

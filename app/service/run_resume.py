@@ -141,13 +141,28 @@ class RunResumer:
             checked = preflight_sequential(plan, contract, limits)
             if checked.problems:
                 raise PlanRejected(checked.problems)
-            return SequentialRun(engine, sessions, identity, plan, checked.admitted, point)
+            return SequentialRun(
+                engine,
+                sessions,
+                identity,
+                plan,
+                checked.admitted,
+                point,
+                max_stored_output_bytes=self.plans.max_stored_output_bytes,
+            )
         lanes = preflight_parallel(plan, contract, limits)
         if lanes.problems:
             raise PlanRejected(lanes.problems)
         assert run.parallel_batch_id is not None
         return ParallelRun(
-            engine, sessions, identity, plan, lanes.admitted, run.parallel_batch_id, point
+            engine,
+            sessions,
+            identity,
+            plan,
+            lanes.admitted,
+            run.parallel_batch_id,
+            point,
+            max_stored_output_bytes=self.plans.max_stored_output_bytes,
         )
 
     async def _run(self, run_id: str) -> Run | None:
