@@ -127,8 +127,8 @@ def _load(settings: Settings) -> Contract | None:
     try:
         return load_contract(settings.registries, settings.allowed_modules)
     except RegistryError as exc:
-        for problem in exc.problems:
-            print(f"toolloop: {problem}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"toolloop: {line}", file=sys.stderr)
         _fail(f"refusing to start: {len(exc.problems)} registry problem(s)")
         return None
 
@@ -192,8 +192,8 @@ def _registry_check(paths: Sequence[Path], allowed_modules: Sequence[str] | None
     try:
         contract = load_contract(paths, allowed_modules)
     except RegistryError as exc:
-        for problem in exc.problems:
-            print(problem)
+        for line in exc.lines():
+            print(line)
         print(f"{len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
     print(contract.hash)

@@ -23,10 +23,22 @@ class ContractProblem:
         return f"{self.file}: {self.message}"
 
 
+MAX_RENDERED_PROBLEMS = 200
+
+
 class RegistryError(Exception):
+    """Every problem found is in `problems`; rendering stops after a bound, saying so."""
+
     def __init__(self, problems: Sequence[ContractProblem]) -> None:
         self.problems = list(problems)
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self, limit: int = MAX_RENDERED_PROBLEMS) -> list[str]:
+        lines = [str(problem) for problem in self.problems[:limit]]
+        hidden = len(self.problems) - limit
+        if hidden > 0:
+            lines.append(f"... and {hidden} more problem(s)")
+        return lines
 
 
 class SchemaDefinitionError(Exception):

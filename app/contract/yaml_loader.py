@@ -20,6 +20,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+# A registry of a hundred tools is a few thousand nodes; a megabyte of `[a,a,a,...]`
+# is half a million, and costs seconds to validate before it could be refused.
+DEFAULT_MAX_NODES = 100_000
 
 _TAG = "tag:yaml.org,2002:"
 _ALLOWED_TAGS = frozenset(
@@ -48,10 +51,12 @@ class _Refused(yaml.MarkedYAMLError):
 class _RegistryLoader(yaml.SafeLoader):
     yaml_implicit_resolvers: dict[Any, Any] = {}  # filled below; none inherited
 
-    def __init__(self, stream: str, max_depth: int) -> None:
+    def __init__(self, stream: str, max_depth: int, max_nodes: int) -> None:
         super().__init__(stream)
         self._max_depth = max_depth
         self._depth = 0
+        self._max_nodes = max_nodes
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
@@ -65,6 +70,9 @@ class _RegistryLoader(yaml.SafeLoader):
                 f"tag {tag!r} is not allowed; registries hold plain JSON-compatible values",
                 event.start_mark,
             )
+        self._nodes += 1
+        if self._nodes > self._max_nodes:
+            raise _Refused(f"more than {self._max_nodes} YAML nodes", event.start_mark)
         self._depth += 1
         if self._depth > self._max_depth:
             raise _Refused(f"nesting deeper than {self._max_depth} levels", event.start_mark)
@@ -129,8 +137,10 @@ _RegistryLoader.add_constructor(_TAG + "float", _construct_float)
 _RegistryLoader.add_constructor(_TAG + "bool", _construct_bool)
 
 
-def parse_yaml(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
-    loader = _RegistryLoader(text, max_depth)
+def parse_yaml(
+    text: str, max_depth: int = DEFAULT_MAX_DEPTH, max_nodes: int = DEFAULT_MAX_NODES
+) -> Any:
+    loader = _RegistryLoader(text, max_depth, max_nodes)
     try:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
