@@ -27,6 +27,7 @@ from app.service.errors import StorageUnavailable
 from app.service.run_records import record_run_end, stored_receipts
 from app.service.run_tasks import RunResult
 from app.service.stored_output import stored_output
+from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")
@@ -43,9 +44,11 @@ class _PlanRun:
         sessions: async_sessionmaker[AsyncSession],
         identity: RunIdentity,
         max_stored_output_bytes: int,
+        writer: GroupCommitWriter,
     ) -> None:
         self._engine = engine
         self._sessions = sessions
+        self._writer = writer
         self._identity = identity
         self._max_output_bytes = max_stored_output_bytes
 
@@ -54,7 +57,9 @@ class _PlanRun:
         return self._identity.run_id
 
     async def _end(self, status: str, call_count: int) -> None:
-        await record_run_end(self._sessions, self.run_id, status=status, call_count=call_count)
+        await record_run_end(
+            self._sessions, self.run_id, status=status, call_count=call_count, writer=self._writer
+        )
         record_plan_finished(self.kind, status)
 
     async def _stored(self) -> list[StoredReceipt]:
@@ -82,8 +87,9 @@ class SequentialRun(_PlanRun):
         resume: ResumePoint | None = None,
         *,
         max_stored_output_bytes: int,
+        writer: GroupCommitWriter,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer)
         self._plan = plan
         self._admitted = admitted
         self._resume = resume
@@ -141,8 +147,9 @@ class ParallelRun(_PlanRun):
         resume: ResumePoint | None = None,
         *,
         max_stored_output_bytes: int,
+        writer: GroupCommitWriter,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer)
         self._plan = plan
         self._admitted = admitted
         self._batch_id = parallel_batch_id

@@ -61,6 +61,7 @@ class PlanService:
             plan,
             checked.admitted,
             max_stored_output_bytes=self.max_stored_output_bytes,
+            writer=self.writer,
         )
 
     async def open_parallel(
@@ -82,6 +83,7 @@ class PlanService:
             checked.admitted,
             batch_id,
             max_stored_output_bytes=self.max_stored_output_bytes,
+            writer=self.writer,
         )
 
     def _reject(
@@ -131,6 +133,7 @@ class PlanService:
             parallel_batch_id=batch_id,
             claim=claim,
             request_digest=digest,
+            writer=self.writer,
         )
         bind_run(run_id, caller)
         self.writer.emit_row(

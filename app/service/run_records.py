@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, claim_key
 from app.service.outage import retry_transient
+from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.receipts import ReceiptRepository
-from app.store.repositories.runs import RunRepository
+from app.store.repositories.runs import RUNNING, RunRepository
 
 
 async def record_run_start(
@@ -28,14 +30,34 @@ async def record_run_start(
     parallel_batch_id: str | None = None,
     claim: IdempotencyClaim | None = None,
     request_digest: str | None = None,
+    writer: GroupCommitWriter | None = None,
 ) -> None:
     """Commit the `running` row, and claim the idempotency key in the same transaction.
 
     `request_digest` identifies the request for a later resume (the body is never stored).
+    Given a `writer`, a start without a claim shares a group commit with other rows.
 
     Committed before the first call runs, so a crash leaves a trace. Raises
     IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key first.
     """
+    if writer is not None and claim is None:
+        now = datetime.now(UTC)
+        row = {
+            "id": run_id,
+            "kind": kind,
+            "owner": owner,
+            "status": RUNNING,
+            "caller": caller,
+            "contract_hash": contract_hash,
+            "parallel_batch_id": parallel_batch_id,
+            "request_digest": request_digest,
+            "instance_id": instance_id,
+            "call_count": 0,
+            "created_at": now,
+            "started_at": now,
+        }
+        await _committed(writer.start_run(row), "the run could not be recorded")
+        return
     try:
         async with sessions.begin() as session:
             if claim is not None:
@@ -61,8 +83,20 @@ async def record_run_end(
     status: str,
     call_count: int | None = None,
     outcome: dict[str, Any] | None = None,
+    writer: GroupCommitWriter | None = None,
 ) -> None:
+    """Record the run's end; given a `writer`, in a group commit after its receipts."""
     finished_at = datetime.now(UTC)
+    if writer is not None:
+        end = {
+            "run_id": run_id,
+            "status": status,
+            "outcome": outcome,
+            "call_count": call_count,
+            "finished_at": finished_at,
+        }
+        await _committed(writer.end_run(end), "the run's end could not be recorded")
+        return
 
     async def write() -> None:
         async with sessions.begin() as session:
@@ -79,6 +113,14 @@ async def record_run_end(
         await retry_transient(write, "recording a run's end")
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+async def _committed(durable: asyncio.Future[None], failure: str) -> None:
+    # Shielded: the future is shared by the whole transaction and must never be cancelled.
+    try:
+        await asyncio.shield(durable)
+    except (SQLAlchemyError, RuntimeError) as exc:
+        raise StorageUnavailable(f"{failure}: {exc}") from exc
 
 
 async def stored_receipts(

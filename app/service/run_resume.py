@@ -149,6 +149,7 @@ class RunResumer:
                 checked.admitted,
                 point,
                 max_stored_output_bytes=self.plans.max_stored_output_bytes,
+                writer=self.plans.writer,
             )
         lanes = preflight_parallel(plan, contract, limits)
         if lanes.problems:
@@ -163,6 +164,7 @@ class RunResumer:
             run.parallel_batch_id,
             point,
             max_stored_output_bytes=self.plans.max_stored_output_bytes,
+            writer=self.plans.writer,
         )
 
     async def _run(self, run_id: str) -> Run | None:

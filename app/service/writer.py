@@ -38,19 +38,23 @@ from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RunRepository
 
 logger = logging.getLogger("toolloop.writer")
 
 
 class _Group:
-    """Receipts bound for one transaction, and the future they share."""
+    """Rows bound for one transaction, and the future they share: runs that start,
+    receipts (with their cache entries), runs that end."""
 
-    __slots__ = ("cache_rows", "durable", "rows")
+    __slots__ = ("cache_rows", "durable", "rows", "run_ends", "run_starts")
 
     def __init__(self, durable: asyncio.Future[None]) -> None:
         self.durable = durable
+        self.run_starts: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
         self.cache_rows: list[dict[str, Any]] = []
+        self.run_ends: list[dict[str, Any]] = []
 
 
 class GroupCommitWriter:
@@ -110,20 +114,52 @@ class GroupCommitWriter:
     ) -> asyncio.Future[None]:
         """Queue a receipt; the future (shared with the rest of its transaction:
         never cancel it) resolves once it is committed."""
-        if self._closing:
-            closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            closed.set_exception(RuntimeError("the receipt writer is closed"))
-            return closed
-        group = self._open
-        if group is None or len(group.rows) >= self._max_batch:
-            group = self._open = _Group(asyncio.get_running_loop().create_future())
-            self._groups.append(group)
+        group = self._join()
+        if group is None:
+            return self._closed()
         group.rows.append(receipt_row(receipt, self._max_output_bytes))
         if cache_entry is not None:
             group.cache_rows.append(cache_entry_row(cache_entry))
         self._backlog += 1
         self._wake.set()
         return group.durable
+
+    def start_run(self, row: dict[str, Any]) -> asyncio.Future[None]:
+        """Queue a new run row (`Run` column names); it is inserted before any receipt
+        of its transaction, and the future resolves once it is committed."""
+        group = self._join()
+        if group is None:
+            return self._closed()
+        group.run_starts.append(row)
+        self._wake.set()
+        return group.durable
+
+    def end_run(self, values: dict[str, Any]) -> asyncio.Future[None]:
+        """Queue a run's end (`run_id`, `status`, `outcome`, `call_count`, `finished_at`),
+        applied after the receipts of its transaction; its receipts were submitted
+        before, so they are committed in this transaction or an earlier one."""
+        group = self._join()
+        if group is None:
+            return self._closed()
+        group.run_ends.append(values)
+        self._wake.set()
+        return group.durable
+
+    def _join(self) -> _Group | None:
+        """The group new rows join (None once closing)."""
+        if self._closing:
+            return None
+        group = self._open
+        if group is None or len(group.rows) >= self._max_batch:
+            group = self._open = _Group(asyncio.get_running_loop().create_future())
+            self._groups.append(group)
+        return group
+
+    @staticmethod
+    def _closed() -> asyncio.Future[None]:
+        closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        closed.set_exception(RuntimeError("the receipt writer is closed"))
+        return closed
 
     def emit(self, event: AuditEvent) -> None:
         self._audit.append(audit_row(event))
@@ -207,6 +243,8 @@ class GroupCommitWriter:
             self._open = None
         rows = [] if group is None else group.rows
         cache_rows = [] if group is None else group.cache_rows
+        run_starts = [] if group is None else group.run_starts
+        run_ends = [] if group is None else group.run_ends
         audit, self._audit = self._audit[: self._max_batch], self._audit[self._max_batch :]
         self._backlog -= len(rows) + len(audit)
         started = perf_counter()
@@ -221,15 +259,24 @@ class GroupCommitWriter:
             nonlocal attempts
             attempts += 1
             async with self._sessions.begin() as session:
-                receipts = ReceiptRepository(session)
-                if attempts > 1 and rows and await receipts.get(rows[0]["id"]) is not None:
+                receipts, runs = ReceiptRepository(session), RunRepository(session)
+                if attempts > 1 and await self._committed(receipts, runs, rows, run_starts):
                     return  # the last attempt committed; only its answer was lost
+                await runs.add_many(run_starts)
                 await receipts.add_many(inserts)
                 for row in replaced:
                     if not await receipts.replace(row):
                         await receipts.add_many([row])
                 if cache_rows:
                     await CacheRepository(session).put_many(cache_rows)
+                for end in run_ends:
+                    await runs.finish(
+                        end["run_id"],
+                        status=end["status"],
+                        outcome=end.get("outcome"),
+                        call_count=end.get("call_count"),
+                        finished_at=end["finished_at"],
+                    )
                 await AuditRepository(session).add_many(audit)
 
         try:
@@ -249,3 +296,17 @@ class GroupCommitWriter:
                 logger.error("a receipt listener failed: %s", exc, exc_info=exc)
         if group is not None and not group.durable.done():
             group.durable.set_result(None)
+
+    @staticmethod
+    async def _committed(
+        receipts: ReceiptRepository,
+        runs: RunRepository,
+        rows: Sequence[dict[str, Any]],
+        run_starts: Sequence[dict[str, Any]],
+    ) -> bool:
+        """Whether an earlier attempt of this batch committed (its first new row exists)."""
+        if rows:
+            return await receipts.get(rows[0]["id"]) is not None
+        if run_starts:
+            return await runs.get(run_starts[0]["id"]) is not None
+        return False

@@ -126,3 +126,52 @@ async def test_a_failed_write_fails_the_waiting_receipts(engine: AsyncEngine) ->
         await writer.submit(_receipt(1, {}))
     finally:
         await writer.aclose()
+
+
+async def test_run_starts_and_ends_share_group_commits_with_receipts(
+    engine: AsyncEngine,
+) -> None:
+    commits = 0
+
+    def count(_: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    event.listen(engine.sync_engine, "commit", count)
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
+    writer.start()
+    now = datetime.now(UTC)
+    try:
+        await asyncio.gather(
+            *(
+                writer.start_run(
+                    {
+                        "id": f"started-{index}",
+                        "kind": "sequential",
+                        "owner": "o",
+                        "status": "running",
+                        "contract_hash": HASH,
+                        "instance_id": "i",
+                        "call_count": 0,
+                        "created_at": now,
+                        "started_at": now,
+                    }
+                )
+                for index in range(50)
+            )
+        )
+        started_commits = commits
+        receipt = writer.submit(_receipt(0, {"n": 0}))
+        end = writer.end_run(
+            {"run_id": "run-1", "status": "succeeded", "call_count": 1, "finished_at": now}
+        )
+        await asyncio.gather(receipt, end)
+    finally:
+        await writer.aclose()
+    assert 1 <= started_commits < 10
+    async with create_session_factory(engine)() as session:
+        runs = RunRepository(session)
+        assert all([await runs.get(f"started-{index}") is not None for index in range(50)])
+        finished = await runs.get("run-1")
+    assert finished is not None
+    assert (finished.status, finished.call_count) == ("succeeded", 1)

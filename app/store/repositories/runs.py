@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from app.store.models import Run, ServiceInstance
 from app.store.repositories.base import Repository, rowcount
@@ -62,6 +63,11 @@ class RunRepository(Repository):
             update(Run).where(Run.id == run_id).values(status=status)
         )
         return rowcount(result) == 1
+
+    async def add_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert run rows in one executemany; keys are `Run` column names."""
+        if rows:
+            await self.session.execute(insert(Run), list(rows))
 
     async def finish(
         self,
