@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import psycopg
@@ -13,39 +12,18 @@ import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.engine.receipt import Receipt, Status
 from app.service.outage import is_transient, retry_transient
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_database_engine, create_session_factory
-from app.store.migrate import upgrade_database
+from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
-from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
-from app.store.repositories.runs import RunRepository
-
-HASH = "sha256:" + "a" * 64
+from tests.writer_support import engine_with_a_run, succeeded_receipt
 
 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    await upgrade_database(database_url)
-    engine = create_database_engine(database_url)
-    async with create_session_factory(engine).begin() as session:
-        await ContractSnapshotRepository(session).save_if_absent(HASH, {}, 0)
-        await RunRepository(session).create(
-            id="run-1", kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
-        )
-    yield engine
-    await engine.dispose()
-
-
-def _receipt(seq: int, output: object, receipt_id: str | None = None) -> Receipt:
-    now = datetime.now(UTC)
-    return Receipt(
-        receipt_id or f"r{seq}", "run-1", seq, "o", "t", str(seq), None, None,
-        Status.SUCCEEDED, output, None, 1, False, None, "sha256:" + "b" * 64, HASH,
-        f"run-1:{seq}", None, None, 0.0, now, now, 0.1,
-    )  # fmt: skip
+    async with engine_with_a_run(database_url) as engine:
+        yield engine
 
 
 def _lost_connection() -> OperationalError:
@@ -112,7 +90,7 @@ async def test_a_commit_lost_to_an_outage_is_retried_without_a_duplicate(
     writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
     writer.start()
     try:
-        await writer.submit(_receipt(0, {"n": 0}))
+        await writer.submit(succeeded_receipt(0, {"n": 0}))
     finally:
         await writer.aclose()
     assert flaky.failed
@@ -129,10 +107,12 @@ async def test_a_superseded_receipt_is_replaced_in_place_and_kept_in_audit(
     writer.start()
     old: dict[str, Any] = {"kind": "receipt.superseded", "detail": {"receipt_id": "r0"}}
     try:
-        await writer.submit(_receipt(0, {"n": "first"}))
-        writer.supersede("run-1", {0: {**old, "run_id": "run-1", "at": _receipt(0, 0).started_at}})
-        await writer.submit(_receipt(0, {"n": "second"}, "r0-new"))
-        await writer.submit(_receipt(1, {"n": 1}))
+        await writer.submit(succeeded_receipt(0, {"n": "first"}))
+        writer.supersede(
+            "run-1", {0: {**old, "run_id": "run-1", "at": succeeded_receipt(0, 0).started_at}}
+        )
+        await writer.submit(succeeded_receipt(0, {"n": "second"}, receipt_id="r0-new"))
+        await writer.submit(succeeded_receipt(1, {"n": 1}))
         writer.supersede("run-1", {5: {**old, "run_id": "run-1"}})
         writer.forget_superseded("run-1")
     finally:

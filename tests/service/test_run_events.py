@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.receipt import Receipt, Status
 from app.service.run_events import RunEventHub
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_database_engine, create_session_factory
-from app.store.migrate import upgrade_database
-from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.database import create_session_factory
 from app.store.repositories.receipts import ReceiptRepository
-from app.store.repositories.runs import RunRepository
-
-HASH = "sha256:" + "a" * 64
+from tests.writer_support import engine_with_a_run, succeeded_receipt
 
 
 def row(run_id: str, seq: int) -> dict[str, Any]:
@@ -63,44 +57,8 @@ async def test_a_quiet_wait_times_out_and_close_wakes_everyone() -> None:
 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    await upgrade_database(database_url)
-    engine = create_database_engine(database_url)
-    async with create_session_factory(engine).begin() as session:
-        await ContractSnapshotRepository(session).save_if_absent(HASH, {}, 0)
-        await RunRepository(session).create(
-            id="run-1", kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
-        )
-    yield engine
-    await engine.dispose()
-
-
-def receipt(seq: int, output: object) -> Receipt:
-    now = datetime.now(UTC)
-    return Receipt(
-        receipt_id=f"r{seq}",
-        run_id="run-1",
-        seq=seq,
-        owner="o",
-        tool="t",
-        call_key=str(seq),
-        item_key=None,
-        parallel_batch_id=None,
-        status=Status.SUCCEEDED,
-        output=output,
-        error=None,
-        attempts=1,
-        cache_hit=False,
-        cache_source_receipt_id=None,
-        fingerprint="sha256:" + "b" * 64,
-        definition_hash=HASH,
-        idempotency_key=f"run-1:{seq}",
-        parent_receipt_id=None,
-        control=None,
-        admission_wait_ms=0.0,
-        started_at=now,
-        finished_at=now,
-        duration_ms=1.0,
-    )
+    async with engine_with_a_run(database_url) as engine:
+        yield engine
 
 
 async def test_the_writer_publishes_committed_rows_as_stored(engine: AsyncEngine) -> None:
@@ -111,7 +69,7 @@ async def test_the_writer_publishes_committed_rows_as_stored(engine: AsyncEngine
     writer.add_listener(lambda rows: 1 / 0)  # a failing listener is logged, not fatal
     writer.start()
     secret = "Bearer abcdefghijklmnopqrstuvwxyz0123456789"
-    await writer.submit(receipt(0, {"token": secret}))
+    await writer.submit(succeeded_receipt(0, {"token": secret}))
     await writer.aclose()
 
     ((published_row,),) = published

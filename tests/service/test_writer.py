@@ -9,60 +9,19 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import AuditEvent, AuditKind
-from app.engine.receipt import Receipt, Status
 from app.engine.redaction import Redactor
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_database_engine, create_session_factory
-from app.store.migrate import upgrade_database
+from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
-from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-
-HASH = "sha256:" + "a" * 64
+from tests.writer_support import HASH, engine_with_a_run, succeeded_receipt
 
 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    await upgrade_database(database_url)
-    engine = create_database_engine(database_url)
-    async with create_session_factory(engine).begin() as session:
-        await ContractSnapshotRepository(session).save_if_absent(HASH, {}, 0)
-        await RunRepository(session).create(
-            id="run-1", kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
-        )
-    yield engine
-    await engine.dispose()
-
-
-def _receipt(seq: int, output: object) -> Receipt:
-    now = datetime.now(UTC)
-    return Receipt(
-        receipt_id=f"r{seq}",
-        run_id="run-1",
-        seq=seq,
-        owner="o",
-        tool="t",
-        call_key=str(seq),
-        item_key=None,
-        parallel_batch_id=None,
-        status=Status.SUCCEEDED,
-        output=output,
-        error=None,
-        attempts=1,
-        cache_hit=False,
-        cache_source_receipt_id=None,
-        fingerprint="sha256:" + "b" * 64,
-        definition_hash=HASH,
-        idempotency_key=f"run-1:{seq}",
-        parent_receipt_id=None,
-        control=None,
-        admission_wait_ms=0.0,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0.1,
-        redactor=Redactor(["token"]),
-    )
+    async with engine_with_a_run(database_url) as engine:
+        yield engine
 
 
 async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
@@ -78,7 +37,7 @@ async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
     writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
     writer.start()
     try:
-        futures = [writer.submit(_receipt(seq, {"n": seq})) for seq in range(200)]
+        futures = [writer.submit(succeeded_receipt(seq, {"n": seq})) for seq in range(200)]
         await asyncio.gather(*futures)
     finally:
         await writer.aclose()
@@ -92,7 +51,13 @@ async def test_stored_rows_are_the_redacted_copy(engine: AsyncEngine) -> None:
     writer = GroupCommitWriter(create_session_factory(engine))
     writer.start()
     try:
-        await writer.submit(_receipt(0, {"token": "plain", "note": "sk-abcdefghijklmnopqrstuvwx"}))
+        await writer.submit(
+            succeeded_receipt(
+                0,
+                {"token": "plain", "note": "sk-abcdefghijklmnopqrstuvwx"},
+                redactor=Redactor(["token"]),
+            )
+        )
         writer.emit(
             AuditEvent(
                 kind=AuditKind.CALL_FINISHED,
@@ -119,11 +84,11 @@ async def test_a_failed_write_fails_the_waiting_receipts(engine: AsyncEngine) ->
     writer = GroupCommitWriter(create_session_factory(engine))
     writer.start()
     try:
-        await writer.submit(_receipt(0, {}))
-        duplicate = writer.submit(_receipt(0, {}))
+        await writer.submit(succeeded_receipt(0, {}))
+        duplicate = writer.submit(succeeded_receipt(0, {}))
         with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
             await duplicate
-        await writer.submit(_receipt(1, {}))
+        await writer.submit(succeeded_receipt(1, {}))
     finally:
         await writer.aclose()
 
@@ -161,7 +126,7 @@ async def test_run_starts_and_ends_share_group_commits_with_receipts(
             )
         )
         started_commits = commits
-        receipt = writer.submit(_receipt(0, {"n": 0}))
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
         end = writer.end_run(
             {"run_id": "run-1", "status": "succeeded", "call_count": 1, "finished_at": now}
         )

@@ -1,0 +1,72 @@
+"""A migrated database with one running run, and receipts for it: for writer tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.engine.receipt import Receipt, Status
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.runs import RunRepository
+
+HASH = "sha256:" + "a" * 64
+RUN_ID = "run-1"
+
+
+@asynccontextmanager
+async def engine_with_a_run(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """The database at head, holding a contract snapshot and the running run RUN_ID."""
+    await upgrade_database(database_url)
+    engine = create_database_engine(database_url)
+    try:
+        async with create_session_factory(engine).begin() as session:
+            await ContractSnapshotRepository(session).save_if_absent(HASH, {}, 0)
+            await RunRepository(session).create(
+                id=RUN_ID, kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
+            )
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def succeeded_receipt(
+    seq: int,
+    output: object,
+    *,
+    receipt_id: str | None = None,
+    redactor: Redactor = DEFAULT_REDACTOR,
+) -> Receipt:
+    """A succeeded receipt of RUN_ID at `seq`."""
+    now = datetime.now(UTC)
+    return Receipt(
+        receipt_id=receipt_id or f"r{seq}",
+        run_id=RUN_ID,
+        seq=seq,
+        owner="o",
+        tool="t",
+        call_key=str(seq),
+        item_key=None,
+        parallel_batch_id=None,
+        status=Status.SUCCEEDED,
+        output=output,
+        error=None,
+        attempts=1,
+        cache_hit=False,
+        cache_source_receipt_id=None,
+        fingerprint="sha256:" + "b" * 64,
+        definition_hash=HASH,
+        idempotency_key=f"{RUN_ID}:{seq}",
+        parent_receipt_id=None,
+        control=None,
+        admission_wait_ms=0.0,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0.1,
+        redactor=redactor,
+    )
