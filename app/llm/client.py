@@ -44,6 +44,7 @@ Clock = Callable[[], float]
 _ERROR_EXCERPT_BYTES = 4096
 _ERROR_EXCERPT_CHARS = 200
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+_MAX_KEPT_URLS = 64
 
 
 class _Adapter(NamedTuple):
@@ -95,6 +96,7 @@ class LLMClient:
         self._sleep = sleep
         self._clock = clock
         self._environ = environ
+        self._urls: dict[str, httpx.URL] = {}
 
     async def complete(
         self,
@@ -170,21 +172,34 @@ class LLMClient:
     async def _attempt(
         self, profile: ModelProfile, request: ProviderRequest, content: bytes
     ) -> _Answer:
+        # What `AsyncClient.stream` does, without its context-manager layers, and
+        # with the URL parsed once per profile rather than once per request.
+        http = self._http
+        sent = http.build_request(
+            "POST",
+            self._url(request.url),
+            content=content,
+            headers=request.headers,
+            timeout=profile.timeout_s,
+        )
         # httpx's timeout bounds each phase; asyncio.timeout bounds the whole attempt.
-        async with (
-            asyncio.timeout(profile.timeout_s),
-            self._http.stream(
-                "POST",
-                request.url,
-                content=content,
-                headers=dict(request.headers),
-                timeout=profile.timeout_s,
-            ) as response,
-        ):
-            ok = 200 <= response.status_code < 300
-            limit = self._max_response_bytes if ok else _ERROR_EXCERPT_BYTES
-            body, complete = await _read_capped(response, limit)
+        async with asyncio.timeout(profile.timeout_s):
+            response = await http.send(sent, stream=True)
+            try:
+                ok = 200 <= response.status_code < 300
+                limit = self._max_response_bytes if ok else _ERROR_EXCERPT_BYTES
+                body, complete = await _read_capped(response, limit)
+            finally:
+                await response.aclose()
             return _Answer(response.status_code, response.headers, body, complete)
+
+    def _url(self, url: str) -> httpx.URL:
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= _MAX_KEPT_URLS:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
     def _failure(
         self,

@@ -7,9 +7,10 @@ count malformed calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from itertools import chain
+from typing import Any, Literal, overload
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -73,3 +74,52 @@ class ModelReply:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
+
+
+class WireCache:
+    """Per-provider encodings of one conversation's history, kept between requests.
+
+    Owned by whoever keeps the conversation (one per run); each provider adapter
+    keeps its own entry under its name. Only `app.llm` reads or writes the entries.
+    """
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[str, object] = {}
+
+
+class Conversation(Sequence[Message]):
+    """The messages of one request: `lead` (rendered for this request, such as the
+    system prompt) followed by `history`, shared with earlier requests.
+
+    The history is append-only between requests; messages are immutable. The
+    adapters encode each history message once (per provider) into `cache` and
+    splice a request body from the kept fragments; a history that changed
+    otherwise is noticed (compared by identity, then by value) and encoded again.
+    As a plain sequence it is the lead then the history.
+    """
+
+    __slots__ = ("cache", "history", "lead")
+
+    def __init__(
+        self, lead: Sequence[Message], history: Sequence[Message], cache: WireCache
+    ) -> None:
+        self.lead = tuple(lead)
+        self.history = history
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.lead) + len(self.history)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        return [*self.lead, *self.history][index]
+
+    def __iter__(self) -> Iterator[Message]:
+        return chain(self.lead, self.history)

@@ -1,28 +1,87 @@
-"""What the provider adapters share: the request they build and strict JSON decoding."""
+"""What the provider adapters share: the request they build, JSON encoding (whole
+or spliced from kept fragments) and strict JSON decoding."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.llm.errors import LLMMalformedResponse
+from app.llm.messages import Message, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
 class ProviderRequest:
     url: str
     headers: Mapping[str, str]
-    body: Mapping[str, Any]
+    body: bytes
 
     def __repr__(self) -> str:
         # Headers carry the API key; keep them out of every repr.
         return f"ProviderRequest(url={self.url!r})"
 
     def content(self) -> bytes:
-        return orjson.dumps(self.body, default=_plain)
+        return self.body
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON, as every request body is encoded (fragments included)."""
+    return orjson.dumps(value, default=_plain)
+
+
+# An already-encoded piece of a body.
+Piece = bytes | bytearray
+
+
+def spliced(fields: Sequence[tuple[str, Sequence[Piece]]]) -> bytes:
+    """The JSON object whose members are `fields`, in order, each value given as
+    already-encoded pieces to concatenate: byte for byte what `dumps` gives for
+    the same object, with one copy of every piece."""
+    parts: list[Piece] = []
+    separator = b"{"
+    for name, pieces in fields:
+        parts.append(separator)
+        parts.append(orjson.dumps(name))
+        parts.append(b":")
+        parts.extend(pieces)
+        separator = b","
+    parts.append(b"}" if parts else b"{}")
+    return b"".join(parts)
+
+
+def kept_prefix(kept: list[Message], history: Sequence[Message]) -> bool:
+    """Whether `history` still starts with the messages encoded so far."""
+    count = len(kept)
+    if len(history) < count:
+        return False
+    prefix = history[:count]
+    # Compared by identity first (the usual case), then by value.
+    return (prefix if isinstance(prefix, list) else list(prefix)) == kept
+
+
+class ToolsCache:
+    """The encoded tools array, kept while the caller passes the same tuple."""
+
+    __slots__ = ("encoded", "source")
+
+    def __init__(self) -> None:
+        self.source: object = None
+        self.encoded = b""
+
+    def get(
+        self,
+        tools: Sequence[ToolDefinition],
+        encode: Callable[[Sequence[ToolDefinition]], bytes],
+    ) -> bytes:
+        if tools is self.source:
+            return self.encoded
+        encoded = encode(tools)
+        if type(tools) is tuple:  # immutable: safe to recognise by identity next time
+            self.source, self.encoded = tools, encoded
+        return encoded
 
 
 def _plain(value: Any) -> Any:

@@ -1,25 +1,48 @@
 """Prompt assembly: the formal prompt files filled with the run's live state.
 
 The system prompt is rendered again before every router turn (budgets left,
-visible tools); the conversation after it is the run's history.
+visible tools); the conversation after it is the run's history, which the
+model client encodes once per message (`app.llm.messages.Conversation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from app.contract.compiled import Tool
-from app.llm.messages import Message, ToolDefinition
+from app.llm.messages import Conversation, Message, ToolDefinition, WireCache
 from app.router.observations import render, to_json_text
 from app.router.session import RunSession
 
 
-def tool_definitions(offered: Mapping[str, Tool]) -> list[ToolDefinition]:
-    return [
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The tools offered on a turn, in the forms a request needs. Built when the
+    offered set changes (it changes only when `requires` gating does), not per turn:
+    the same tuple of definitions lets the model client reuse its encoding."""
+
+    tools: Mapping[str, Tool]
+    definitions: tuple[ToolDefinition, ...]
+    listing: str  # the system prompt's `tools` value
+
+
+def offer(offered: Mapping[str, Tool]) -> Offer:
+    return Offer(
+        offered,
+        tool_definitions(offered),
+        to_json_text(
+            [{"name": t.id, "description": t.description} for t in offered.values()], indent=True
+        ),
+    )
+
+
+def tool_definitions(offered: Mapping[str, Tool]) -> tuple[ToolDefinition, ...]:
+    return tuple(
         ToolDefinition(tool.id, tool.description, dict(tool.input_schema.source))
         for tool in offered.values()
-    ]
+    )
 
 
 def task_message(session: RunSession) -> Message:
@@ -35,8 +58,9 @@ def task_message(session: RunSession) -> Message:
 
 
 def router_messages(
-    session: RunSession, offered: Mapping[str, Tool], history: Sequence[Message]
-) -> list[Message]:
+    session: RunSession, offered: Offer, history: list[Message], cache: WireCache
+) -> Conversation:
+    """The system prompt, rendered for this turn, then the run's history."""
     plan, state = session.plan, session.state
     budgets = plan.budgets
     left = {
@@ -47,14 +71,13 @@ def router_messages(
         if budgets.max_tokens is None
         else max(0, budgets.max_tokens - state.tokens),
     }
-    tools = [{"name": t.id, "description": t.description} for t in offered.values()]
     system = session.kit.prompts.render(
         "router.system",
         owner=plan.owner.name,
         budgets=to_json_text(left, indent=True),
-        tools=to_json_text(tools, indent=True),
+        tools=offered.listing,
     )
-    return [Message.system(system), *history]
+    return Conversation((Message.system(system),), history, cache)
 
 
 def completion_retry(session: RunSession, reason: str, max_attempts: int) -> Message:

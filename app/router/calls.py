@@ -32,6 +32,8 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
     """Run the admitted calls concurrently (bounded); the observation of each, by call id."""
     if not admitted:
         return {}
+    if len(admitted) == 1:
+        return await _execute_one(session, admitted[0])
     engine, state = session.kit.engine, session.engine_state
     gate = asyncio.Semaphore(session.kit.limits.max_parallel_calls)
     started: set[str] = set()
@@ -71,6 +73,28 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
             results[item.call_id] = _settle(session, task.result())
     _collect_dispatched(session)
     return results
+
+
+async def _execute_one(session: RunSession, item: Admitted) -> dict[str, str]:
+    """`execute` for one call: awaited in place, with no task, gate or wait around it."""
+    state = session.engine_state
+    try:
+        receipt = await session.kit.engine.run_call(
+            state, item.tool.id, item.args, call_key=item.call_key
+        )
+    except CallRejected as error:
+        result = "rejected: engine: " + "; ".join(error.reasons)
+    except Exception:
+        raise
+    except BaseException:
+        # Cancelled: the engine gave the call its receipt; make what was written durable.
+        with suppress(Exception):
+            await state.flush()
+        raise
+    else:
+        result = _settle(session, receipt)
+    _collect_dispatched(session)
+    return {item.call_id: result}
 
 
 async def deny(
@@ -117,6 +141,9 @@ def _settle(session: RunSession, receipt: Receipt) -> str:
 def _collect_dispatched(session: RunSession) -> None:
     """Receipts of calls the tools dispatched themselves: kept, not observed."""
     dispatched = session.engine_state.dispatched
+    if len(dispatched) == session.dispatched_seen:
+        return  # nothing new: no pass over the run's receipts
+    session.dispatched_seen = len(dispatched)
     known = {r.receipt_id for r in session.receipts}
     for receipt in dispatched:
         if receipt.receipt_id not in known:

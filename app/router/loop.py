@@ -28,7 +28,7 @@ from app.contract.canonical import fingerprint
 from app.contract.compiled import Tool
 from app.engine.redaction import DEFAULT_REDACTOR
 from app.engine.run import RunIdentity
-from app.llm.messages import Message, ModelReply, ToolCall
+from app.llm.messages import Message, ModelReply, ToolCall, WireCache
 from app.router import assembly, closeout, transcript
 from app.router.admission import RunPlan
 from app.router.calls import Admitted, deny, execute
@@ -84,6 +84,10 @@ class RouterRun:
         self._next_seq = next_seq
         self._pending = tuple(pending)
         self._session: RunSession | None = None
+        # The history's encodings for the model client, and the last tools offered.
+        self._wire = WireCache()
+        self._last_offer: assembly.Offer | None = None
+        self._gated = any(tool.requires is not None for tool in plan.tools.values())
 
     @classmethod
     def new(
@@ -179,10 +183,11 @@ class RouterRun:
             stop = session.budget_stop(router_turn=True)
             if stop is not None:
                 return self._stop(stop)
-            offered = self._offered()
-            definitions = assembly.tool_definitions(offered)
-            messages = assembly.router_messages(session, offered, self.messages)
-            reply = await ask(session, self.plan.router_profile, messages, definitions, "router")
+            offer = self._offer()
+            messages = assembly.router_messages(session, offer, self.messages, self._wire)
+            reply = await ask(
+                session, self.plan.router_profile, messages, offer.definitions, "router"
+            )
             if isinstance(reply, str):
                 return self._stop(reply)
             if reply is None:
@@ -191,7 +196,7 @@ class RouterRun:
                     return self._stop(stop)
                 continue
             if reply.tool_calls:
-                result = await self._act(reply, offered)
+                result = await self._act(reply, offer.tools)
             else:
                 self.messages.append(Message.assistant(reply.text))
                 result = await self._close_attempt()
@@ -226,7 +231,7 @@ class RouterRun:
                 )
                 if denial is not None:
                     batch.fingerprints.add(verdict.fingerprint)
-                    state.fingerprints.append(verdict.fingerprint)
+                    state.remember(verdict.fingerprint)
                     denials.append((call, call_key, verdict, denial.reason, denial.guardrail))
                     continue
                 streak = state.next_streak(verdict.tool.id)
@@ -243,7 +248,7 @@ class RouterRun:
                 continue
             batch.take(verdict)
             batch.fingerprints.add(verdict.fingerprint)
-            state.fingerprints.append(verdict.fingerprint)
+            state.remember(verdict.fingerprint)
             state.advance_streak(verdict.tool.id)
             if verdict.tool.requires_confirmation:
                 pending.append(self._pending_call(call, call_key, verdict))
@@ -332,7 +337,7 @@ class RouterRun:
                 )
                 continue
             candidate = Candidate(tool, args, fingerprint(tool.id, args))
-            self.state.fingerprints.append(candidate.fingerprint)
+            self.state.remember(candidate.fingerprint)
             denial = await first_denial(
                 self.plan.guardrails, self._policy_call(candidate), self.kit.limits.policy_timeout_s
             )
@@ -462,13 +467,20 @@ class RouterRun:
         )
         return self._session
 
-    def _offered(self) -> dict[str, Tool]:
+    def _offer(self) -> assembly.Offer:
+        """The tools offered this turn; the same `Offer` while the set is unchanged."""
+        last = self._last_offer
+        if last is not None and not self._gated:
+            return last
         registered = self.session.registered
-        return {
+        offered = {
             tool_id: tool
             for tool_id, tool in self.plan.tools.items()
             if gate_problem(tool, self.state, registered) is None
         }
+        if last is None or list(offered) != list(last.tools):
+            last = self._last_offer = assembly.offer(offered)
+        return last
 
     def _policy_call(self, candidate: Candidate) -> dict[str, Any]:
         return {

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from time import perf_counter
 
+from app.engine.watchdog import WatchdogExpired
 from app.llm.errors import LLMError, LLMMalformedResponse
 from app.llm.messages import Message, ModelReply, ToolDefinition
 from app.llm.profiles import ModelProfile
@@ -36,9 +36,9 @@ async def ask(
         state.final_calls += 1
     started = perf_counter()
     try:
-        async with asyncio.timeout(session.seconds_left()):
+        with session.deadline_watch():
             reply = await session.kit.llm.complete(profile, messages, tools)
-    except TimeoutError:
+    except (WatchdogExpired, TimeoutError):
         session.record("router.model_timeout", {"role": role, "profile": profile.name})
         return Stop.DEADLINE.value
     except LLMMalformedResponse as exc:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +73,21 @@ class Prompt:
     placeholders: frozenset[str]
     body: str
     digest: str
+    # The body split at its placeholders: text, name, text, ..., text (parsed once).
+    parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", tuple(_PLACEHOLDER.split(self.body)))
 
     def render(self, values: Mapping[str, str]) -> str:
         missing = self.placeholders - values.keys()
         if missing:
             raise KeyError(f"prompt {self.name!r} needs values for {sorted(missing)}")
-        return _PLACEHOLDER.sub(lambda match: values[match.group(1)], self.body)
+        # One pass: the text of a value is never searched for placeholders.
+        pieces = list(self.parts)
+        for index in range(1, len(pieces), 2):
+            pieces[index] = values[pieces[index]]
+        return "".join(pieces)
 
 
 class PromptSet:

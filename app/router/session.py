@@ -11,6 +11,7 @@ from typing import Any
 from app.contract.compiled import Tool
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity, RunKind, RunState
+from app.engine.watchdog import Deadlines, Watchdog
 from app.router.admission import RunPlan
 from app.router.outcome import Stop
 from app.router.ports import DecisionSink, RouterKit
@@ -34,9 +35,13 @@ class RunSession:
         self.state = state
         # This stretch's receipts, in the caller's copy; the state keeps every redacted one.
         self.receipts: list[Receipt] = []
+        # How many of the engine run's dispatched receipts were already collected.
+        self.dispatched_seen = 0
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._t0 = loop.time()
+        # One loop timer for the stretch (see `Deadlines`), not one per model call.
+        self._deadlines = Deadlines(loop)
         remaining = plan.budgets.deadline_s - state.elapsed_s
         self.engine_state: RunState = kit.engine.open_run(
             identity, RunKind.ROUTER, deadline_s=max(remaining, 0.001), first_seq=next_seq
@@ -61,6 +66,11 @@ class RunSession:
 
     def seconds_left(self) -> float:
         return self.plan.budgets.deadline_s - self.elapsed()
+
+    def deadline_watch(self) -> Watchdog:
+        """`with session.deadline_watch():` cancels the current task when the run's
+        time is up, and turns that into `WatchdogExpired`."""
+        return self._deadlines.arm(self._t0 + (self.plan.budgets.deadline_s - self.state.elapsed_s))
 
     def freeze_time(self) -> None:
         """Fold the time spent so far into the state (before it is kept or reported)."""

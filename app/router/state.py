@@ -41,6 +41,7 @@ class RouterState:
         "elapsed_s",
         "error",
         "final_calls",
+        "fingerprint_set",
         "fingerprints",
         "input_tokens",
         "malformed",
@@ -64,6 +65,7 @@ class RouterState:
         self.calls = 0
         self.tools: dict[str, dict[str, Any]] = {}
         self.fingerprints: list[str] = []
+        self.fingerprint_set: set[str] = set()
         self.streak_tool: str | None = None
         self.streak = 0
         self.observations: list[dict[str, Any]] = []
@@ -86,7 +88,12 @@ class RouterState:
         return self.input_tokens + self.output_tokens
 
     def seen(self, fingerprint: str) -> bool:
-        return fingerprint in self.fingerprints
+        return fingerprint in self.fingerprint_set
+
+    def remember(self, fingerprint: str) -> None:
+        """Keep the fingerprint of a call that was admitted or denied (for duplicates)."""
+        self.fingerprints.append(fingerprint)
+        self.fingerprint_set.add(fingerprint)
 
     def succeeded(self, tool: str) -> int:
         entry = self.tools.get(tool)
@@ -180,6 +187,7 @@ class RouterState:
         state.calls = data["calls"]
         state.tools = {name: _copy_entry(entry) for name, entry in data["tools"].items()}
         state.fingerprints = list(data["fingerprints"])
+        state.fingerprint_set = set(state.fingerprints)
         state.streak_tool = data["same_tool_streak"]["tool"]
         state.streak = data["same_tool_streak"]["count"]
         state.observations = [dict(o) for o in data["observations"]]

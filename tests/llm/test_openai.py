@@ -145,6 +145,16 @@ def _with_call(call: dict[str, Any]) -> dict[str, Any]:
             "tool_calls[0].function.arguments is not a string",
         ),
         (json.dumps(_with_call({"id": "c1"})), "tool_calls[0].function is not an object"),
+        (json.dumps(_with_call("c1")), "tool_calls[0] is not an object"),
+        # Several problems: the first in the order checked (arguments before id and name).
+        (
+            json.dumps(_with_call({"function": {"arguments": 1}})),
+            "tool_calls[0].function.arguments is not a string",
+        ),
+        (
+            json.dumps(_with_call({"id": "", "function": {"name": "", "arguments": "{}"}})),
+            "tool_calls[0].id is missing",
+        ),
         (
             json.dumps(openai_body({"content": "x"}, usage={"prompt_tokens": -1})),
             "usage.prompt_tokens is not a non-negative integer",
