@@ -31,6 +31,7 @@ from typing import NamedTuple
 import httpx
 
 from app.llm import anthropic, openai
+from app.llm.bounds import AttemptBounds, Bound
 from app.llm.errors import LLMConfigurationError, LLMMalformedResponse, LLMTransportError
 from app.llm.messages import Message, ModelReply, ToolDefinition
 from app.llm.profiles import ModelProfile
@@ -97,6 +98,8 @@ class LLMClient:
         self._clock = clock
         self._environ = environ
         self._urls: dict[str, httpx.URL] = {}
+        # Whole-attempt bounds, on one loop timer (`app.llm.bounds`), for the loop in use.
+        self._bounds: AttemptBounds | None = None
 
     async def complete(
         self,
@@ -182,8 +185,8 @@ class LLMClient:
             headers=request.headers,
             timeout=profile.timeout_s,
         )
-        # httpx's timeout bounds each phase; asyncio.timeout bounds the whole attempt.
-        async with asyncio.timeout(profile.timeout_s):
+        # httpx's timeout bounds each phase; the attempt bound bounds the whole attempt.
+        with self._within(profile.timeout_s):
             response = await http.send(sent, stream=True)
             try:
                 ok = 200 <= response.status_code < 300
@@ -192,6 +195,13 @@ class LLMClient:
             finally:
                 await response.aclose()
             return _Answer(response.status_code, response.headers, body, complete)
+
+    def _within(self, seconds: float) -> Bound:
+        loop = asyncio.get_running_loop()
+        bounds = self._bounds
+        if bounds is None or bounds.loop is not loop:
+            bounds = self._bounds = AttemptBounds(loop)
+        return bounds.within(seconds)
 
     def _url(self, url: str) -> httpx.URL:
         parsed = self._urls.get(url)
@@ -257,6 +267,12 @@ def _seconds(value: str | None) -> float | None:
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    try:
+        body = response.content  # a transport that answered with the whole body
+    except httpx.ResponseNotRead:
+        pass
+    else:
+        return (body, True) if len(body) <= limit else (body[:limit], False)
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():

@@ -45,21 +45,45 @@ class Message:
         if (self.role == "tool") != (self.tool_call_id is not None):
             raise ValueError("tool messages, and only they, carry a tool_call_id")
 
+    # The factories make messages valid by construction; they skip the generated
+    # `__init__` and its checks (a few are made per router turn).
+
     @classmethod
     def system(cls, content: str) -> Message:
-        return cls("system", content)
+        return _made(cls, "system", content, (), None)
 
     @classmethod
     def user(cls, content: str) -> Message:
-        return cls("user", content)
+        return _made(cls, "user", content, (), None)
 
     @classmethod
     def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] = ()) -> Message:
-        return cls("assistant", content, tool_calls)
+        return _made(cls, "assistant", content, tool_calls, None)
 
     @classmethod
     def tool_result(cls, tool_call_id: str, content: str) -> Message:
-        return cls("tool", content, tool_call_id=tool_call_id)
+        if tool_call_id is None:
+            raise ValueError("tool messages, and only they, carry a tool_call_id")
+        return _made(cls, "tool", content, (), tool_call_id)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _made(
+    cls: type[Message],
+    role: Role,
+    content: str,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+) -> Message:
+    message = _new(cls)
+    _set(message, "role", role)
+    _set(message, "content", content)
+    _set(message, "tool_calls", tool_calls)
+    _set(message, "tool_call_id", tool_call_id)
+    return message
 
 
 @dataclass(frozen=True, slots=True)

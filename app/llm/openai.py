@@ -24,7 +24,6 @@ from app.llm.wire import (
     expect_text,
     kept_prefix,
     optional_text,
-    spliced,
     token_count,
 )
 
@@ -57,14 +56,17 @@ def build_request(
 
 
 class _Encoded:
-    """The history encoded so far: its messages, and their JSON joined by commas."""
+    """The history encoded so far (its messages, and their JSON joined by commas),
+    and the body's frame: the members around the messages array, encoded."""
 
-    __slots__ = ("joined", "messages", "tools")
+    __slots__ = ("frame", "frame_key", "joined", "messages", "tools")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.joined = bytearray()
         self.tools = ToolsCache()
+        self.frame_key: tuple[object, object] = (None, None)
+        self.frame = (b"", b"")
 
     def history(self, history: Sequence[Message]) -> bytearray:
         if not kept_prefix(self.messages, history):
@@ -77,6 +79,25 @@ class _Encoded:
             self.messages.append(message)
         return joined
 
+    def framed(self, profile: ModelProfile, tools: Sequence[ToolDefinition]) -> tuple[bytes, bytes]:
+        """What comes before the messages array's items and what comes after them,
+        kept while the profile (immutable) and the tools' encoding are the same."""
+        encoded = self.tools.get(tools, _encoded_tools) if tools else None
+        profile_kept, tools_kept = self.frame_key
+        if profile is profile_kept and encoded is tools_kept:
+            return self.frame
+        head = b'{"model":' + dumps(profile.model) + b',"messages":['
+        tail = [b"]"]
+        if encoded is not None:
+            tail += (b',"tools":', encoded)
+        if profile.temperature is not None:
+            tail += (b',"temperature":', dumps(profile.temperature))
+        if profile.max_tokens is not None:
+            tail += (b',"max_tokens":', dumps(profile.max_tokens))
+        tail.append(b"}")
+        self.frame_key, self.frame = (profile, encoded), (head, b"".join(tail))
+        return self.frame
+
 
 def _spliced_body(
     profile: ModelProfile, conversation: Conversation, tools: Sequence[ToolDefinition]
@@ -86,27 +107,18 @@ def _spliced_body(
     if not isinstance(entry, _Encoded):
         entry = conversation.cache.entries[PROVIDER] = _Encoded()
     history = entry.history(conversation.history)
-    listed: list[Piece] = [b"["]
+    head, tail = entry.framed(profile, tools)
+    parts: list[Piece] = [head]
     for message in conversation.lead:
-        if len(listed) > 1:
-            listed.append(b",")
-        listed.append(dumps(_message(message)))
+        if len(parts) > 1:
+            parts.append(b",")
+        parts.append(dumps(_message(message)))
     if history:
-        if len(listed) > 1:
-            listed.append(b",")
-        listed.append(history)
-    listed.append(b"]")
-    fields: list[tuple[str, Sequence[Piece]]] = [
-        ("model", (dumps(profile.model),)),
-        ("messages", listed),
-    ]
-    if tools:
-        fields.append(("tools", (entry.tools.get(tools, _encoded_tools),)))
-    if profile.temperature is not None:
-        fields.append(("temperature", (dumps(profile.temperature),)))
-    if profile.max_tokens is not None:
-        fields.append(("max_tokens", (dumps(profile.max_tokens),)))
-    return spliced(fields)
+        if len(parts) > 1:
+            parts.append(b",")
+        parts.append(history)
+    parts.append(tail)
+    return b"".join(parts)
 
 
 def _message(message: Message) -> dict[str, Any]:
@@ -148,22 +160,46 @@ def _tool(tool: ToolDefinition) -> dict[str, Any]:
 
 
 def parse_response(body: bytes) -> ModelReply:
-    data = expect_mapping(decode_json(body), "body")
-    choices = expect_list(data.get("choices"), "choices")
+    # Types are checked inline; the named checks (`expect_*`) run only to raise.
+    data = decode_json(body)
+    if not isinstance(data, dict):
+        expect_mapping(data, "body")
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        expect_list(choices, "choices")
     if not choices:
         raise LLMMalformedResponse("choices is empty")
-    choice = expect_mapping(choices[0], "choices[0]")
-    message = expect_mapping(choice.get("message"), "choices[0].message")
-    text = optional_text(message.get("content"), "message.content") or ""
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        expect_mapping(choice, "choices[0]")
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        expect_mapping(message, "choices[0].message")
+    text = message.get("content")
+    if text is None:
+        text = ""
+    elif not isinstance(text, str):
+        optional_text(text, "message.content")
     raw_calls = message.get("tool_calls")
     calls = () if raw_calls is None else _tool_calls(expect_list(raw_calls, "message.tool_calls"))
     usage = data.get("usage")
-    return ModelReply(
-        text=text,
-        tool_calls=calls,
-        usage=_usage(None if usage is None else expect_mapping(usage, "usage")),
-        finish_reason=optional_text(choice.get("finish_reason"), "finish_reason"),
-    )
+    if usage is None:
+        counted = _NO_USAGE
+    else:
+        if not isinstance(usage, dict):
+            expect_mapping(usage, "usage")
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
+            counted = Usage(prompt, completion)
+        else:
+            counted = _usage(usage)
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        optional_text(finish, "finish_reason")
+    return ModelReply(text, calls, counted, finish)
+
+
+_NO_USAGE = Usage()
 
 
 def _tool_calls(raw: list[Any]) -> tuple[ToolCall, ...]:

@@ -226,8 +226,13 @@ class RouterRun:
                 max_calls=self.plan.budgets.max_calls,
             )
             if isinstance(verdict, Candidate):
-                denial = await first_denial(
-                    self.plan.guardrails, self._policy_call(verdict), limits.policy_timeout_s
+                guardrails = self.plan.guardrails
+                denial = (
+                    await first_denial(
+                        guardrails, self._policy_call(verdict), limits.policy_timeout_s
+                    )
+                    if guardrails
+                    else None
                 )
                 if denial is not None:
                     batch.fingerprints.add(verdict.fingerprint)
@@ -260,7 +265,7 @@ class RouterRun:
                     "turn": turn,
                     "call_id": call.id,
                     "fingerprint": verdict.fingerprint,
-                    "args": self._shown_args(call),
+                    "args": self._shown_args(call, verdict.args),
                 },
                 tool=verdict.tool.id,
                 call_key=call_key,
@@ -402,7 +407,7 @@ class RouterRun:
                 "call_id": call.id,
                 "confirmation_id": pending.confirmation_id,
                 "args_digest": pending.args_digest,
-                "args": self._shown_args(call),
+                "args": self._shown_args(call, candidate.args),
             },
             tool=pending.tool,
             call_key=call_key,
@@ -490,13 +495,21 @@ class RouterRun:
             "run_id": self.identity.run_id,
         }
 
-    def _shown_args(self, call: ToolCall) -> str:
+    def _shown_args(self, call: ToolCall, parsed: Mapping[str, Any] | None = None) -> str:
+        """The call's arguments as recorded: redacted and shortened. `parsed` is what
+        `call.arguments` parsed to, when the proposal check parsed it already."""
         redactor = self.kit.redactors.get(call.name, DEFAULT_REDACTOR)
-        return short(transcript.redact_arguments(call.arguments, redactor), _MAX_SHOWN_ARGS)
+        if parsed is None:
+            shown = transcript.redact_arguments(call.arguments, redactor)
+        else:
+            shown = transcript.redact_parsed(parsed, redactor)
+        return short(shown, _MAX_SHOWN_ARGS)
 
 
 def _distinct_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     """Tool results are matched by call id: make the ids of one turn distinct."""
+    if len(calls) == 1:
+        return tuple(calls)
     seen: set[str] = set()
     out: list[ToolCall] = []
     for index, call in enumerate(calls):

@@ -80,8 +80,8 @@ class Prompt:
         object.__setattr__(self, "parts", tuple(_PLACEHOLDER.split(self.body)))
 
     def render(self, values: Mapping[str, str]) -> str:
-        missing = self.placeholders - values.keys()
-        if missing:
+        if not values.keys() >= self.placeholders:
+            missing = self.placeholders - values.keys()
             raise KeyError(f"prompt {self.name!r} needs values for {sorted(missing)}")
         # One pass: the text of a value is never searched for placeholders.
         pieces = list(self.parts)

@@ -113,9 +113,10 @@ def check_proposal(
             "exactly this call (same tool, same arguments) was already made in this run; "
             "its result is above",
         )
-    blocked = gate_problem(tool, state, registered, batch.per_tool)
-    if blocked is not None:
-        return Rejection(Rejected.BLOCKED, f"tool {tool.id!r} may not run now: {blocked}")
+    if tool.requires is not None:  # (without requires, nothing is gated)
+        blocked = gate_problem(tool, state, registered, batch.per_tool)
+        if blocked is not None:
+            return Rejection(Rejected.BLOCKED, f"tool {tool.id!r} may not run now: {blocked}")
     if state.calls + batch.calls >= max_calls:
         return Rejection(
             Rejected.BUDGET,

@@ -5,7 +5,8 @@ the clock and the decision record. A run has one stretch per process that drives
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.contract.compiled import Tool
@@ -32,14 +33,20 @@ class RunSession:
         self.plan = plan
         self.identity = identity
         self.sink = sink
+        # `session.record(kind, detail, *, tool=None, call_key=None)`: the sink's own
+        # method (a few decisions a turn, without a forwarding frame).
+        self.record = sink.record
         self.state = state
         # This stretch's receipts, in the caller's copy; the state keeps every redacted one.
         self.receipts: list[Receipt] = []
         # How many of the engine run's dispatched receipts were already collected.
         self.dispatched_seen = 0
         loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._t0 = loop.time()
+        # The loop's clock: time.monotonic itself when that is what the loop reads
+        # (asyncio's own loops), which spares a Python frame on every budget check.
+        uses_monotonic = getattr(type(loop), "time", None) is asyncio.BaseEventLoop.time
+        self._now: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
+        self._t0 = self._now()
         # One loop timer for the stretch (see `Deadlines`), not one per model call.
         self._deadlines = Deadlines(loop)
         remaining = plan.budgets.deadline_s - state.elapsed_s
@@ -51,21 +58,12 @@ class RunSession:
     def registered(self) -> Mapping[str, Tool]:
         return self.kit.engine.contract.tools
 
-    def record(
-        self,
-        kind: str,
-        detail: Mapping[str, Any],
-        *,
-        tool: str | None = None,
-        call_key: str | None = None,
-    ) -> None:
-        self.sink.record(kind, detail, tool=tool, call_key=call_key)
-
     def elapsed(self) -> float:
-        return self.state.elapsed_s + (self._loop.time() - self._t0)
+        return self.state.elapsed_s + (self._now() - self._t0)
 
     def seconds_left(self) -> float:
-        return self.plan.budgets.deadline_s - self.elapsed()
+        # `deadline_s - elapsed()`, inline: checked several times a turn.
+        return self.plan.budgets.deadline_s - (self.state.elapsed_s + (self._now() - self._t0))
 
     def deadline_watch(self) -> Watchdog:
         """`with session.deadline_watch():` cancels the current task when the run's
@@ -75,7 +73,7 @@ class RunSession:
     def freeze_time(self) -> None:
         """Fold the time spent so far into the state (before it is kept or reported)."""
         self.state.elapsed_s = self.elapsed()
-        self._t0 = self._loop.time()
+        self._t0 = self._now()
 
     def budget_stop(self, *, router_turn: bool) -> str | None:
         """The budget a model call would breach, checked before it is spent."""

@@ -123,8 +123,11 @@ class RouterState:
         self.output_tokens += output_tokens
         self.model_latency_ms = round(self.model_latency_ms + latency_ms, 3)
 
-    def add_receipt(self, stored: Mapping[str, Any], observation: Mapping[str, Any] | None) -> None:
-        """Count one settled receipt (redacted copy); `observation` is what the model saw."""
+    def add_receipt(self, stored: dict[str, Any], observation: dict[str, Any] | None) -> None:
+        """Count one settled receipt (redacted copy); `observation` is what the model saw.
+
+        Both dicts are kept as given, not copied: pass fresh ones, and leave them be.
+        """
         tool = stored["tool"]
         status = stored["status"]
         entry = self.tools.setdefault(tool, {"calls": 0, "results": {}})
@@ -141,9 +144,9 @@ class RouterState:
         duration = stored.get("duration_ms")
         if isinstance(duration, int | float):
             self.tool_latency_ms = round(self.tool_latency_ms + duration, 3)
-        self.records.append(dict(stored))
+        self.records.append(stored)
         if observation is not None:
-            self.observations.append(dict(observation))
+            self.observations.append(observation)
 
     def to_public(self) -> dict[str, Any]:
         """The `state` of the outcome."""

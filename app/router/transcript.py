@@ -21,6 +21,11 @@ def redact_arguments(raw: str, redactor: Redactor) -> str:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return redact_text(raw)
+    return redact_parsed(parsed, redactor)
+
+
+def redact_parsed(parsed: Any, redactor: Redactor) -> str:
+    """`redact_arguments` for arguments already parsed from the model's text."""
     return orjson.dumps(redactor.redact(parsed), option=orjson.OPT_NON_STR_KEYS).decode()
 
 

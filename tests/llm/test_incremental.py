@@ -4,6 +4,7 @@ byte for byte the straightforward encoding (the whole body built and encoded at 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -188,3 +189,27 @@ def test_each_history_message_is_encoded_once(
 
     from_history = [m for m in encoded if any(m is h for h in sent)]
     assert sorted(map(id, from_history)) == sorted(map(id, sent))  # each once, none twice
+
+
+@pytest.mark.parametrize(("name", "build", "profile"), PROVIDERS, ids=[p[0] for p in PROVIDERS])
+def test_the_members_around_the_messages_follow_the_profile_and_tools(
+    name: str, build: Build, profile: ModelProfile
+) -> None:
+    cache, history = WireCache(), [Message.user("task"), *_turn(0)]
+    lead = (Message.system("You route."),)
+    tuned = replace(profile)
+    others = [
+        profile,
+        tuned,  # equal, another object
+        openai_profile(model="other-model", temperature=1, max_tokens=None)
+        if name.startswith("openai")
+        else anthropic_profile(model="other-model", temperature=0.5, max_tokens=7),
+        profile,
+    ]
+    for index, current in enumerate(others):
+        for tools in (TOOLS, TOOLS, TOOLS[:1], (), TOOLS):
+            conversation = Conversation(lead, history, cache)
+            assert _spliced(build, current, conversation, tools) == _plain(
+                build, current, conversation, tools
+            ), (index, tools)
+        history.extend(_turn(index + 1))
