@@ -16,7 +16,6 @@ import asyncio
 import concurrent.futures
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.engine.call import Call
@@ -31,16 +30,25 @@ class Dispatcher(Protocol):
     ) -> Receipt: ...
 
 
-@dataclass(frozen=True, slots=True, repr=False)
 class ExecutionContext:
-    _call: Call
-    attempt: int
+    """Read-only (properties over private slots). Not a frozen dataclass: one is
+    built per attempt, and a frozen dataclass costs three times as much to build."""
+
+    __slots__ = ("_attempt", "_call")
+
+    def __init__(self, call: Call, attempt: int) -> None:
+        self._call = call
+        self._attempt = attempt
 
     def __repr__(self) -> str:
         return (
             f"ExecutionContext(run_id={self.run_id!r}, tool={self.tool!r}, "
             f"call_key={self.call_key!r}, item_key={self.item_key!r}, attempt={self.attempt})"
         )
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt
 
     @property
     def run_id(self) -> str:
@@ -144,21 +152,22 @@ class ExecutionContext:
         return await self.dispatch(tool_id, args, call_key=call_key)
 
 
-_current: ContextVar[ExecutionContext] = ContextVar("toolloop_current_call")
+# The engine sets and resets it directly on its hot path (`enter_call` does the same).
+CURRENT_CALL: ContextVar[ExecutionContext] = ContextVar("toolloop_current_call")
 
 
 def current_call() -> ExecutionContext:
     """The execution context of the tool call running here; raises NoCurrentCall elsewhere."""
     try:
-        return _current.get()
+        return CURRENT_CALL.get()
     except LookupError:
         raise NoCurrentCall() from None
 
 
 def enter_call(context: ExecutionContext) -> Token[ExecutionContext]:
     """Make `context` current; pass the returned token to `leave_call`."""
-    return _current.set(context)
+    return CURRENT_CALL.set(context)
 
 
 def leave_call(token: Token[ExecutionContext]) -> None:
-    _current.reset(token)
+    CURRENT_CALL.reset(token)

@@ -20,11 +20,11 @@ from typing import Any
 
 from app.contract.canonical import fingerprint
 from app.contract.compiled import Contract, Tool
-from app.engine.admission import build_gates
+from app.engine.admission import ToolGate, build_gates
 from app.engine.audit import Auditor, error_detail
 from app.engine.cache import ResultCache
 from app.engine.call import Call
-from app.engine.context import ExecutionContext, enter_call, leave_call
+from app.engine.context import CURRENT_CALL, ExecutionContext
 from app.engine.control import evaluate_control
 from app.engine.errors import DispatchRejected
 from app.engine.evidence import EvidenceHooks
@@ -33,7 +33,6 @@ from app.engine.failures import (
     BAD_OUTPUT,
     DEADLINE_SKIP,
     NOT_JSON_OUTPUT,
-    Outcome,
     cancelled,
     deadline_stop,
     describe_problems,
@@ -48,7 +47,49 @@ from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
-from app.engine.watchdog import WatchdogExpired, effective_timeout
+from app.engine.watchdog import Watchdog, WatchdogExpired
+
+# Builds a NamedTuple (Receipt, AuditEvent) from a tuple of all its fields in
+# order, skipping the generated `__new__`'s Python frame: three per call.
+_new = tuple.__new__
+
+
+# `Status.value` is a Python-level property; a dict lookup is a fifth of it.
+_STATUS_TEXT = {status: status.value for status in Status}
+
+
+class _ToolSpec:
+    """What running one tool needs, looked up once when the engine is built."""
+
+    __slots__ = (
+        "admit_now",
+        "args_valid",
+        "cached",
+        "function",
+        "gate",
+        "is_async",
+        "output_valid",
+        "redactor",
+        "release",
+    )
+
+    def __init__(self, tool: Tool, gate: ToolGate | None, *, cached: bool) -> None:
+        self.gate = gate
+        # The gate's uncontended take and its release; straight to its slots when
+        # it limits concurrency alone (the usual case), one call instead of two.
+        self.admit_now: Callable[[], bool] | None = None
+        self.release: Callable[[], None] | None = None
+        if gate is not None:
+            slots = gate.slots
+            self.admit_now = gate.try_acquire if slots is None or gate.bucket else slots.try_take
+            self.release = None if slots is None else slots.give
+        self.redactor = Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
+        self.args_valid = tool.input_schema.is_valid
+        self.output_valid = tool.output_schema.is_valid
+        self.function = tool.target.function
+        self.is_async = tool.target.is_async
+        # Looked up in the cache before it runs.
+        self.cached = tool.cacheable and cached
 
 
 class CallPipeline:
@@ -72,11 +113,13 @@ class CallPipeline:
         self._auditor = auditor
         self._cache = cache
         self._evidence = evidence
+        self._has_evidence = bool(evidence)
+        self._emit = auditor.emit
         self._clock = clock
         self._rng = rng
-        self._gates = build_gates(contract.tools)
-        self._redactors = {
-            tool_id: Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
+        gates = build_gates(contract.tools)
+        self._specs = {
+            tool_id: _ToolSpec(tool, gates.get(tool_id), cached=cache is not None)
             for tool_id, tool in contract.tools.items()
         }
         self._background: set[asyncio.Task[None]] = set()
@@ -92,42 +135,103 @@ class CallPipeline:
         out: list[Receipt],
         parent_receipt_id: str | None = None,
     ) -> Receipt:
-        """Run one call; its receipt is appended to `out`, even when cancelled."""
+        """Run one call; its receipt is appended to `out`, even when cancelled.
+
+        One coroutine frame for the whole call, attempts included: this runs once
+        per call, and what only rare paths need (waits, retries, failures) is in
+        helpers.
+        """
+        spec = self._specs[tool.id]
         call = Call(state, tool, args, seq, call_key, item_key, parent_receipt_id, self._clock())
-        if not tool.input_schema.is_valid(args):
-            call.fingerprint = fingerprint_or_blank(tool.id, args)
-            found = describe_problems(BAD_ARGS, tool.input_schema, args)
-            invalid = CallError(ErrorKind.INPUT_SCHEMA, found)
-            return self._settle(call, out, Status.FAILED, None, invalid)
+        if not spec.args_valid(args):
+            return self._reject_args(call, out)
         call.fingerprint = fingerprint(tool.id, args)
         deadline = state.deadline
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, Status.SKIPPED, None, DEADLINE_SKIP)
+        output: Any = None
+        error: CallError | None = None
         try:
-            backpressure = self._backpressure
-            if backpressure is not None and (room := backpressure.room()) is not None:
-                await self._wait_for_room(call, room)
-            if tool.cacheable and self._cache is not None:
-                hit = await self._cache.lookup(tool, call.fingerprint)
+            if spec.cached or self._backpressure is not None:
+                hit = await self._before_start(call)
                 if hit is not None:
                     return self._settle_hit(call, out, hit)
-            self._audit(AuditKind.CALL_STARTED, call.started_at, call, None)
-            status, output, error = await self._attempts(call)
+            identity = state.identity
+            self._emit(
+                _new(
+                    AuditEvent,
+                    (
+                        AuditKind.CALL_STARTED,
+                        call.started_at,
+                        identity.run_id,
+                        identity.caller,
+                        tool.id,
+                        call_key,
+                        item_key,
+                        {
+                            "receipt_id": call.receipt_id,
+                            "seq": seq,
+                            "parent_receipt_id": parent_receipt_id,
+                        },
+                    ),
+                )
+            )
+            admit_now = spec.admit_now
+            release = spec.release
+            while True:
+                admitted = admit_now is None or admit_now() or await self._admit(call, spec.gate)
+                if not admitted:
+                    return self._settle(call, out, *deadline_stop(call))
+                try:
+                    timeout_s = tool.timeout_s
+                    if deadline is not None:
+                        timeout_s = min(timeout_s, deadline - state.loop.time())
+                        if timeout_s <= 0.0:
+                            return self._settle(call, out, *deadline_stop(call))
+                    attempt = call.attempts = call.attempts + 1
+                    call.running_attempt = attempt
+                    token = CURRENT_CALL.set(ExecutionContext(call, attempt))
+                    try:
+                        # The callable starts inside the watchdog: what it raises at once
+                        # is its failure, like what it raises later.
+                        deadlines = state.deadlines
+                        with Watchdog(deadlines, deadlines.now() + timeout_s):
+                            if spec.is_async:
+                                output = await spec.function(**args)
+                            else:
+                                output = await self._invoker.start(tool.target, args)
+                    except BaseException as exc:
+                        error = self._attempt_failed(call, exc, timeout_s)
+                        if error is None:
+                            raise
+                    finally:
+                        CURRENT_CALL.reset(token)
+                        call.end_attempt()
+                finally:
+                    if release is not None:
+                        release()
+                if error is None:
+                    break
+                call.last_error = error
+                delay = self._retry_delay(call, error)
+                if delay is None:
+                    return self._settle(call, out, failure_status(error), None, error)
+                error = None
+                if delay > 0.0:
+                    await asyncio.sleep(delay)
         except asyncio.CancelledError:
             self._settle(call, out, *cancelled(call))
             raise
-        control = None
-        if status is Status.SUCCEEDED:
-            if (not_json := json_problem(output)) is not None:
-                status, output = Status.FAILED, None
-                error = CallError(ErrorKind.OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
-            elif not tool.output_schema.is_valid(output):
-                found = describe_problems(BAD_OUTPUT, tool.output_schema, output)
-                status, output = Status.FAILED, None
-                error = CallError(ErrorKind.OUTPUT_SCHEMA, found)
-            elif tool.control_envelope is not None:
-                control = evaluate_control(tool.control_envelope, output).to_dict()
-        return self._settle(call, out, status, output, error, control)
+        if (not_json := json_problem(output)) is not None:
+            error = CallError(ErrorKind.OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
+            return self._settle(call, out, Status.FAILED, None, error)
+        if not spec.output_valid(output):
+            found = describe_problems(BAD_OUTPUT, tool.output_schema, output)
+            error = CallError(ErrorKind.OUTPUT_SCHEMA, found)
+            return self._settle(call, out, Status.FAILED, None, error)
+        envelope = tool.control_envelope
+        control = None if envelope is None else evaluate_control(envelope, output).to_dict()
+        return self._settle(call, out, Status.SUCCEEDED, output, None, control)
 
     def skip(
         self,
@@ -220,61 +324,37 @@ class CallPipeline:
         finally:
             call.wait_ms += (perf_counter() - waited_from) * 1000.0
 
-    async def _attempts(self, call: Call) -> Outcome:
-        tool = call.tool
-        gate = self._gates.get(tool.id)
-        deadline = call.state.deadline
-        loop = call.state.loop
-        while True:
-            if gate is not None and not gate.try_acquire():
-                waited_from = perf_counter()
-                try:
-                    admitted = await gate.acquire(deadline)
-                finally:
-                    call.wait_ms += (perf_counter() - waited_from) * 1000.0
-                if not admitted:
-                    return deadline_stop(call)
-            try:
-                timeout_s = effective_timeout(tool.timeout_s, deadline, loop.time())
-                if timeout_s <= 0.0:
-                    return deadline_stop(call)
-                ok, value = await self._invoke(call, timeout_s)
-            finally:
-                if gate is not None:
-                    gate.release()
-            if ok:
-                return Status.SUCCEEDED, value, None
-            error: CallError = value
-            call.last_error = error
-            status = failure_status(error)
-            if call.attempts >= tool.retry.max_attempts or not is_retryable(error, tool.effect):
-                return status, None, error
-            delay = backoff_delay(tool.retry, call.attempts, self._rng)
-            if deadline is not None and loop.time() + delay >= deadline:
-                return status, None, error
-            self._audit(
-                AuditKind.CALL_RETRIED,
-                self._clock(),
-                call,
-                {
-                    "next_attempt": call.attempts + 1,
-                    "delay_s": delay,
-                    "error": error_detail(error),
-                },
-            )
-            if delay > 0.0:
-                await asyncio.sleep(delay)
+    def _reject_args(self, call: Call, out: list[Receipt]) -> Receipt:
+        schema = call.tool.input_schema
+        call.fingerprint = fingerprint_or_blank(call.tool.id, call.args)
+        invalid = CallError(ErrorKind.INPUT_SCHEMA, describe_problems(BAD_ARGS, schema, call.args))
+        return self._settle(call, out, Status.FAILED, None, invalid)
 
-    async def _invoke(self, call: Call, timeout_s: float) -> tuple[bool, Any]:
-        """One attempt under the watchdog: (True, output) or (False, CallError)."""
+    async def _before_start(self, call: Call) -> CachedOutput | None:
+        """Wait for room in the writer's backlog, then look the call up in the cache."""
+        backpressure = self._backpressure
+        if backpressure is not None and (room := backpressure.room()) is not None:
+            await self._wait_for_room(call, room)
         tool = call.tool
-        loop = call.state.loop
-        token = enter_call(ExecutionContext(call, call.begin_attempt()))
+        if tool.cacheable and self._cache is not None:
+            return await self._cache.lookup(tool, call.fingerprint)
+        return None
+
+    async def _admit(self, call: Call, gate: ToolGate | None) -> bool:
+        """Wait for the tool's admission gate; False when the run's deadline passed first."""
+        if gate is None:  # never: only a tool with a gate has `admit_now`
+            return True
+        waited_from = perf_counter()
         try:
-            with call.state.deadlines.arm(loop.time() + timeout_s):
-                output = await self._invoker.start(tool.target, call.args)
-            return True, output
-        except WatchdogExpired:
+            return await gate.acquire(call.state.deadline)
+        finally:
+            call.wait_ms += (perf_counter() - waited_from) * 1000.0
+
+    def _attempt_failed(self, call: Call, exc: BaseException, timeout_s: float) -> CallError | None:
+        """What an attempt's exception means for the call; None: it must propagate
+        (the run itself is being cancelled)."""
+        tool = call.tool
+        if isinstance(exc, WatchdogExpired):
             by_deadline = timeout_s < tool.timeout_s
             self._audit(
                 AuditKind.CALL_TIMED_OUT,
@@ -286,18 +366,32 @@ class CallPipeline:
                     "limit": "deadline" if by_deadline else "tool",
                 },
             )
-            return False, timed_out(tool, timeout_s, by_deadline)
-        except asyncio.CancelledError:
+            return timed_out(tool, timeout_s, by_deadline)
+        if isinstance(exc, asyncio.CancelledError):
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 call.interrupted = True
-                raise
-            return False, CallError(ErrorKind.EXCEPTION, "CancelledError raised by the callable")
-        except BaseException as exc:  # a callable's SystemExit or KeyboardInterrupt is its failure
-            return False, CallError(ErrorKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
-        finally:
-            leave_call(token)
-            call.end_attempt()
+                return None
+            return CallError(ErrorKind.EXCEPTION, "CancelledError raised by the callable")
+        # A callable's SystemExit or KeyboardInterrupt is its own failure too.
+        return CallError(ErrorKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
+
+    def _retry_delay(self, call: Call, error: CallError) -> float | None:
+        """The wait before the next attempt (audited), or None when there is none."""
+        tool = call.tool
+        if call.attempts >= tool.retry.max_attempts or not is_retryable(error, tool.effect):
+            return None
+        delay = backoff_delay(tool.retry, call.attempts, self._rng)
+        deadline = call.state.deadline
+        if deadline is not None and call.state.loop.time() + delay >= deadline:
+            return None
+        self._audit(
+            AuditKind.CALL_RETRIED,
+            self._clock(),
+            call,
+            {"next_attempt": call.attempts + 1, "delay_s": delay, "error": error_detail(error)},
+        )
+        return delay
 
     def _settle_hit(self, call: Call, out: list[Receipt], hit: CachedOutput) -> Receipt:
         envelope = call.tool.control_envelope
@@ -325,49 +419,69 @@ class CallPipeline:
         tool = call.tool
         state = call.state
         identity = state.identity
+        run_id = identity.run_id
+        finished_at = self._clock()
+        # Milliseconds to 3 decimals; round() to an integer, as round(x, 3) on a
+        # float goes through a decimal conversion and costs three times as much.
+        duration_ms = round((perf_counter() - call.t0) * 1e6) / 1000.0
         # Positional, in field order: this runs once per call.
-        receipt = Receipt(
-            call.receipt_id,
-            identity.run_id,
-            call.seq,
-            identity.owner,
-            tool.id,
-            call.call_key,
-            call.item_key,
-            state.parallel_batch_id,
-            status,
-            output,
-            error,
-            call.attempts,
-            cache_source is not None,
-            cache_source,
-            call.fingerprint,
-            tool.definition_hash,
-            call.idempotency_key,
-            call.parent_receipt_id,
-            control,
-            round(call.wait_ms, 3),
-            call.started_at,
-            self._clock(),
-            round((perf_counter() - call.t0) * 1000.0, 3),
-            self._redactors[tool.id],
+        receipt = _new(
+            Receipt,
+            (
+                call.receipt_id,
+                run_id,
+                call.seq,
+                identity.owner,
+                tool.id,
+                call.call_key,
+                call.item_key,
+                state.parallel_batch_id,
+                status,
+                output,
+                error,
+                call.attempts,
+                cache_source is not None,
+                cache_source,
+                call.fingerprint,
+                tool.definition_hash,
+                f"{run_id}:{call.seq}",
+                call.parent_receipt_id,
+                control,
+                round(call.wait_ms * 1000.0) / 1000.0 if call.wait_ms else 0.0,
+                call.started_at,
+                finished_at,
+                duration_ms,
+                self._specs[tool.id].redactor,
+            ),
         )
         out.append(receipt)
         if status is not Status.SKIPPED and cache_source is None:
-            self._audit(
-                AuditKind.CALL_FINISHED,
-                receipt.finished_at,
-                call,
-                {
-                    "status": status.value,
-                    "attempts": call.attempts,
-                    "duration_ms": receipt.duration_ms,
-                    "error": error_detail(error),
-                },
+            self._emit(
+                _new(
+                    AuditEvent,
+                    (
+                        AuditKind.CALL_FINISHED,
+                        finished_at,
+                        run_id,
+                        identity.caller,
+                        tool.id,
+                        call.call_key,
+                        call.item_key,
+                        {
+                            "receipt_id": call.receipt_id,
+                            "seq": call.seq,
+                            "parent_receipt_id": call.parent_receipt_id,
+                            "status": _STATUS_TEXT[status],
+                            "attempts": call.attempts,
+                            "duration_ms": duration_ms,
+                            "error": None if error is None else error_detail(error),
+                        },
+                    ),
+                )
             )
         entry = None
         cache = self._cache
-        if tool.cacheable and cache is not None and cache_source is None and receipt.succeeded:
+        if cache is not None and tool.cacheable and cache_source is None and receipt.succeeded:
             entry = cache.entry_for(tool, receipt)
         durable = self._receipts.submit(receipt, entry)
         if entry is not None and cache is not None:
@@ -375,7 +489,7 @@ class CallPipeline:
         pending = state.pending
         if not pending or pending[-1] is not durable:  # a sink may share one future per batch
             pending.append(durable)
-        if self._evidence:
+        if self._has_evidence:
             task = asyncio.create_task(self._after_commit(state, durable, receipt))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -404,7 +518,7 @@ class CallPipeline:
         if detail:
             full.update(detail)
         identity = call.state.identity
-        self._auditor.emit(
+        self._emit(
             AuditEvent(
                 kind,
                 at,

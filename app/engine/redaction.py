@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import Any
 
+import orjson
+
 REDACTED = "[REDACTED]"
 
 _TOKEN68 = r"[A-Za-z0-9\-._~+/]{8,}=*"
@@ -52,8 +54,12 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
 )
 
 
+# Every pattern needs one of these literals (`_PATTERNS` names them; a test holds
+# `_may_hold_secret` to this list); most strings have none.
+_LITERALS = ("://", "sk-", "eyJ", "earer", "EARER", "AKIA", "ASIA", "-----BEGIN")
+
+
 def _may_hold_secret(text: str) -> bool:
-    # Every pattern needs one of these literals; most strings have none.
     return (
         "://" in text
         or "sk-" in text
@@ -66,6 +72,16 @@ def _may_hold_secret(text: str) -> bool:
     )
 
 
+# What orjson must refuse rather than write, for the check above to stand for a walk:
+# anything the walk would treat otherwise than as what orjson writes (subclasses,
+# dataclasses, datetimes; orjson refuses non-string keys and other objects itself).
+_EXACT_JSON = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
 def redact_text(text: str) -> str:
     """Replace every built-in secret pattern in `text` with `[REDACTED]`."""
     if not _may_hold_secret(text):
@@ -76,6 +92,10 @@ def redact_text(text: str) -> str:
                 text = pattern.sub(replacement, text)
                 break
     return text
+
+
+# Values that redaction never changes (exact types: subclasses take the long way).
+_UNCHANGED = frozenset({int, float, bool, type(None)})
 
 
 class Redactor:
@@ -92,6 +112,19 @@ class Redactor:
         return DEFAULT_REDACTOR
 
     def redact(self, value: Any) -> Any:
+        kind = type(value)
+        if (kind is dict or kind is list) and not self._names:
+            # One orjson pass (C) proves most containers hold no secret, which the
+            # walk (Python, every key and string) takes several times as long to.
+            # No literal has a character JSON escapes, so a string holding one
+            # shows it as is in the JSON text.
+            try:
+                text = orjson.dumps(value, option=_EXACT_JSON).decode()
+            except TypeError:
+                pass  # not plain JSON: the walk decides
+            else:
+                if not _may_hold_secret(text):
+                    return value
         try:
             return self._redact(value)
         except RecursionError:
@@ -99,24 +132,18 @@ class Redactor:
             raise ValueError("data is self-referencing or too deeply nested to redact") from None
 
     def _redact(self, value: Any) -> Any:
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             return redact_text(value)
-        if isinstance(value, list | tuple):
-            seq_out: list[Any] | None = None
-            for index, item in enumerate(value):
-                new_item = self._redact(item)
-                if seq_out is None:
-                    if new_item is item:
-                        continue
-                    seq_out = list(value[:index])
-                seq_out.append(new_item)
-            if seq_out is None:
+        if kind is not dict:
+            if kind in _UNCHANGED:
                 return value
-            return tuple(seq_out) if isinstance(value, tuple) else seq_out
-        if not isinstance(value, dict) and (
-            value is None or isinstance(value, int | float) or not isinstance(value, Mapping)
-        ):
-            return value
+            if isinstance(value, str):
+                return redact_text(value)
+            if isinstance(value, list | tuple):
+                return self._redact_sequence(value)
+            if not isinstance(value, Mapping):
+                return value
         names = self._names
         map_out: dict[Any, Any] | None = None
         for index, (key, item) in enumerate(value.items()):
@@ -125,13 +152,31 @@ class Redactor:
                 hidden = bool(names) and key.casefold() in names
             else:
                 new_key, hidden = key, False
-            new_item = REDACTED if hidden else self._redact(item)
+            if hidden:
+                new_item = REDACTED
+            elif type(item) is str:  # the common case, without a call to _redact
+                new_item = redact_text(item)
+            else:
+                new_item = self._redact(item)
             if map_out is None:
                 if new_key is key and new_item is item:
                     continue
                 map_out = dict(islice(value.items(), index))
             map_out[new_key] = new_item
         return value if map_out is None else map_out
+
+    def _redact_sequence(self, value: list[Any] | tuple[Any, ...]) -> Any:
+        seq_out: list[Any] | None = None
+        for index, item in enumerate(value):
+            new_item = self._redact(item)
+            if seq_out is None:
+                if new_item is item:
+                    continue
+                seq_out = list(value[:index])
+            seq_out.append(new_item)
+        if seq_out is None:
+            return value
+        return tuple(seq_out) if isinstance(value, tuple) else seq_out
 
 
 DEFAULT_REDACTOR = Redactor()

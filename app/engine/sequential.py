@@ -13,7 +13,7 @@ from typing import Any, Literal
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import PlannedCall
-from app.engine.receipt import CallError, Receipt
+from app.engine.receipt import CallError, Receipt, Status
 from app.engine.run import RunState
 
 PlanStatus = Literal["succeeded", "failed"]
@@ -78,7 +78,7 @@ async def run_chain(
         except BaseException:
             _skip_rest(pipeline, state, calls, args, first_seq, item_key, out, NOT_RUN_CANCELLED)
             raise
-        if not receipt.succeeded:
+        if receipt.status is not Status.SUCCEEDED:
             deadline = state.deadline
             if deadline is not None and state.loop.time() >= deadline:
                 reason = NOT_RUN_DEADLINE

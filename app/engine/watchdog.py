@@ -8,13 +8,28 @@ deadline, and whatever it returns later is discarded.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from heapq import heapify, heappop, heappush
 from itertools import count
 from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def _current_task_lookup() -> Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]:
+    """`asyncio.current_task(loop)` without a Python frame: in 3.11 it is a Python
+    function reading a registry dict, read here directly; later it is C itself."""
+    current_task = asyncio.current_task
+    registry = getattr(current_task, "__globals__", {}).get("_current_tasks")
+    if isinstance(registry, dict):
+        lookup: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = registry.get
+        return lookup
+    return current_task
+
+
+_current_task = _current_task_lookup()
 
 
 class WatchdogExpired(Exception):
@@ -39,10 +54,14 @@ class Deadlines:
     call, so its size stays proportional to the calls still running.
     """
 
-    __slots__ = ("_heap", "_live", "_order", "_timer", "_timer_when", "loop")
+    __slots__ = ("_heap", "_live", "_order", "_timer", "_timer_when", "loop", "now")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # The loop's clock; time.monotonic itself when that is what the loop reads
+        # (asyncio's own loops), which spares a Python frame per call.
+        uses_monotonic = getattr(type(loop), "time", None) is asyncio.BaseEventLoop.time
+        self.now: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
         self._heap: list[tuple[float, int, Watchdog]] = []
         self._order = count()
         self._live = 0
@@ -50,25 +69,13 @@ class Deadlines:
         self._timer_when = 0.0
 
     def arm(self, when: float) -> Watchdog:
-        """A watchdog for the current task that expires at `when` (loop clock)."""
-        task = asyncio.current_task(self.loop)
-        if task is None:
-            raise RuntimeError("a watchdog must be used inside a task")
-        watchdog = Watchdog(self, task)
-        heappush(self._heap, (when, next(self._order), watchdog))
-        self._live += 1
-        if self._timer is None or when < self._timer_when:
-            self._schedule(when)
-        return watchdog
+        """A watchdog for the current task that expires at `when` (loop clock);
+        the same as `Watchdog(deadlines, when)`."""
+        return Watchdog(self, when)
 
-    def disarmed(self) -> None:
-        self._live -= 1
-        heap = self._heap
-        while heap and heap[0][2].finished:
-            heappop(heap)
-        if len(heap) > 2 * self._live + 64:
-            self._heap = heap = [entry for entry in heap if not entry[2].finished]
-            heapify(heap)
+    def _compact(self) -> None:
+        self._heap = heap = [entry for entry in self._heap if not entry[2].finished]
+        heapify(heap)
 
     def _schedule(self, when: float) -> None:
         if self._timer is not None:
@@ -98,12 +105,21 @@ class Watchdog:
 
     __slots__ = ("_cancelling", "_deadlines", "_task", "expired", "finished")
 
-    def __init__(self, deadlines: Deadlines, task: asyncio.Task[Any]) -> None:
+    # Arming and disarming are done here, not in methods of Deadlines: a watchdog
+    # is armed once per call, and each Python call saved shows.
+    def __init__(self, deadlines: Deadlines, when: float) -> None:
+        task = _current_task(deadlines.loop)
+        if task is None:
+            raise RuntimeError("a watchdog must be used inside a task")
         self._deadlines = deadlines
         self._task = task
         self._cancelling = task.cancelling()
         self.expired = False
         self.finished = False
+        heappush(deadlines._heap, (when, next(deadlines._order), self))
+        deadlines._live += 1
+        if deadlines._timer is None or when < deadlines._timer_when:
+            deadlines._schedule(when)
 
     def __enter__(self) -> Watchdog:
         return self
@@ -115,7 +131,13 @@ class Watchdog:
         tb: TracebackType | None,
     ) -> None:
         self.finished = True
-        self._deadlines.disarmed()
+        deadlines = self._deadlines
+        deadlines._live = live = deadlines._live - 1
+        heap = deadlines._heap
+        while heap and heap[0][2].finished:
+            heappop(heap)
+        if len(heap) > 2 * live + 64:
+            deadlines._compact()
         if (
             self.expired
             and self._task.uncancel() <= self._cancelling

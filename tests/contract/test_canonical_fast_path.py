@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 from typing import Any
 
 import orjson
 import pytest
 
-from app.contract.canonical import _normalize, canonical_json, fingerprint
+from app.contract.canonical import _normalize, canonical_json, fingerprint, sha256_digest
 
 
 class Label(str, enum.Enum):  # noqa: UP042 (a str subclass on purpose)
@@ -56,3 +57,26 @@ def test_values_json_cannot_hold_are_still_refused(value: Any) -> None:
 def test_fingerprint_is_unchanged_by_the_fast_path() -> None:
     assert fingerprint("t", {"a": 1.0}) == fingerprint("t", {"a": 1})
     assert fingerprint("t", {"a": 1.5}) != fingerprint("t", {"a": 1})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"text": "hello"},
+        {"f": 2.0, "g": -0.0},
+        {"big": 2**70},
+        {Label.RED: "key is a str subclass"},
+        (1, "t"),
+        "plain",
+        _nested(40),
+    ],
+)
+def test_fingerprint_hashes_the_canonical_pair(args: Any) -> None:
+    expected = "sha256:" + hashlib.sha256(_slow(["tool", args])).hexdigest()
+    assert fingerprint("tool", args) == expected
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 129, 4096])
+def test_short_and_long_digests_agree_with_hashlib(size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+    assert sha256_digest(data) == "sha256:" + hashlib.sha256(data).hexdigest()

@@ -231,3 +231,12 @@ async def parent_sync_on_loop() -> dict[str, Any]:
 async def yield_once() -> dict[str, Any]:
     await asyncio.sleep(0)
     return {}
+
+
+async def raise_cancelled() -> dict[str, Any]:
+    """Raises CancelledError itself: its own failure, not the run's cancellation."""
+    raise asyncio.CancelledError()
+
+
+async def raise_exit() -> dict[str, Any]:
+    raise SystemExit("the tool tried to exit")

@@ -1,12 +1,21 @@
 from __future__ import annotations
 
 import copy
+import enum
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from app.engine.redaction import DEFAULT_REDACTOR, REDACTED, Redactor, redact_text
+from app.engine.redaction import (
+    _LITERALS,
+    _PATTERNS,
+    DEFAULT_REDACTOR,
+    REDACTED,
+    Redactor,
+    _may_hold_secret,
+    redact_text,
+)
 
 OPENAI_KEY = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4"
 PROJECT_KEY = "sk-proj-" + "Ab12_Cd34-Ef56Gh78Ij90Kl12Mn34Op56"
@@ -195,3 +204,57 @@ def test_other_mappings_and_tuples_are_walked() -> None:
 def test_non_json_objects_pass_through() -> None:
     marker = object()
     assert DEFAULT_REDACTOR.redact([marker])[0] is marker
+
+
+class _Text(str):
+    pass
+
+
+class _Color(enum.StrEnum):
+    TOKEN = "Bearer abcdefghijklmnop"
+    PLAIN = "plain"
+
+
+_SECRET_CASES: list[Any] = [
+    {"text": "hello", "n": 1, "f": 1.5, "ok": True, "none": None},
+    {"rows": [{"id": i, "name": f"item {i}"} for i in range(5)]},
+    {"auth": "Bearer abcdefghijklmnop"},
+    {"Bearer abcdefghijklmnop": "a secret in a key"},
+    [{"url": "https://user:hunter2@example.com/x"}],
+    {"nested": [[{"k": "sk-" + "a" * 24}]]},
+    {"jwt": "eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl"},
+    {"key": "AKIAABCDEFGHIJKLMNOP"},
+    {"pem": "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----"},
+    {"sub": _Text("Bearer abcdefghijklmnop")},
+    {_Text("Bearer abcdefghijklmnop"): 1},
+    {"enum": _Color.TOKEN, "other": _Color.PLAIN},
+    {1: "Bearer abcdefghijklmnop"},
+    {"t": ("Bearer abcdefghijklmnop", 1)},
+    {'quote"d': "line\nbreak \\ Bearer abcdefghijklmnop"},
+    {"near": "sk- and eyJ and :// and bearer"},
+    {"proxy": MappingProxyType({"auth": "Bearer abcdefghijklmnop"})},
+    {"nan": float("nan"), "big": 2**70, "text": "Bearer abcdefghijklmnop"},
+    ["\ud800 lone surrogate", "Bearer abcdefghijklmnop"],
+]
+
+
+@pytest.mark.parametrize("value", _SECRET_CASES)
+def test_the_json_shortcut_agrees_with_the_walk(value: Any) -> None:
+    # `redact` first tries to prove a container clean from its JSON text; `_redact`
+    # is the walk alone. Both must give the same result, and unchanged data back
+    # as the same object.
+    walked = DEFAULT_REDACTOR._redact(value)
+    redacted = DEFAULT_REDACTOR.redact(value)
+    assert redacted == walked
+    if walked == value:
+        assert redacted is value
+
+
+def test_the_json_shortcut_checks_every_literal_the_patterns_need() -> None:
+    needed = {literal for literals, _, _ in _PATTERNS for literal in literals}
+    assert needed == set(_LITERALS)
+    for literal in _LITERALS:
+        assert _may_hold_secret(f"x{literal}x")
+        # A container holding just the literal is walked, not waved through.
+        value = {"v": f"x{literal}x"}
+        assert DEFAULT_REDACTOR.redact(value) == DEFAULT_REDACTOR._redact(value)
