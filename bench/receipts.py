@@ -1,11 +1,16 @@
 """Target 2: durable receipts.
 
-(a) The group-commit writer against a raw SQLAlchemy batched insert of the
-same receipt rows (1,000 rows per transaction), on SQLite and PostgreSQL; the
-commits are counted, and the writer must never commit once per receipt.
+(a) The group-commit writer against a raw batched insert of the same receipt
+rows, ready-made (1,000 rows per transaction), on SQLite and PostgreSQL: the
+driver's bulk path the writer uses (`executemany` / `COPY`), which is the
+floor the writer is judged against, and SQLAlchemy Core's `insert()`, shown
+for scale. The commits are counted, and the writer must never commit once per
+receipt.
 (b) Per-call cost of a plan whose receipts are durable before it answers: the
 production engine wiring (metered sinks, group-commit writer, database cache,
-backpressure) from `open_runtime`, against Pydantic AI in the same rounds.
+backpressure) from `open_runtime`, the run row started and ended through the
+writer as a plan's are (`app/service/run_records.py`), against Pydantic AI in
+the same rounds.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import event, insert
@@ -24,12 +30,14 @@ from app.engine.memory import MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
 from app.service.receipt_rows import receipt_row
+from app.service.run_records import record_run_end, record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 from app.store.database import create_database_engine, create_session_factory
 from app.store.models import Receipt as ReceiptModel
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from bench import databases, harness, peers
 from bench.stats import Check, Measure, Sample, Section, ratios, rounds, wall_clock
@@ -84,8 +92,21 @@ async def _writer_against_raw(
     async with sessions.begin() as session:
         await ContractSnapshotRepository(session).save_if_absent(built.hash, {}, 0)
 
+    async def ready_rows() -> list[dict[str, Any]]:
+        run_id = await _new_run(sessions, built)
+        now = datetime.now(UTC)
+        return [{**receipt_row(r), "created_at": now} for r in _for_run(template, run_id)]
+
     async def raw_insert() -> float:
-        rows = [receipt_row(r) for r in _for_run(template, await _new_run(sessions, built))]
+        rows = await ready_rows()
+        started = wall_clock()
+        for offset in range(0, len(rows), BATCH):
+            async with sessions.begin() as session:
+                await ReceiptRepository(session).add_bulk(rows[offset : offset + BATCH])
+        return len(rows) / (wall_clock() - started)
+
+    async def core_insert() -> float:
+        rows = await ready_rows()
         started = wall_clock()
         for offset in range(0, len(rows), BATCH):
             async with sessions.begin() as session:
@@ -108,6 +129,7 @@ async def _writer_against_raw(
 
     subjects: dict[str, Measure] = {
         "raw batched insert": raw_insert,
+        "raw batched insert, SQLAlchemy Core": core_insert,
         "group-commit writer": group_commit,
     }
     samples = await rounds(subjects, 3 if harness.QUICK else 7, "rows/s")
@@ -122,12 +144,27 @@ async def _durable_per_call(url: str, built: Contract) -> Callable[[], Awaitable
 
     async def measure() -> float:
         started = wall_clock()
-        run_id = await _new_run(runtime.sessions, built)
+        run_id = str(uuid.uuid4())
+        await record_run_start(
+            runtime.sessions,
+            run_id=run_id,
+            kind="sequential",
+            owner=harness.OWNER,
+            contract_hash=built.hash,
+            instance_id=runtime.instance_id,
+            caller="bench",
+            writer=runtime.writer,
+        )
         identity = RunIdentity(run_id, harness.OWNER, "bench", {}, built.hash)
         outcome = await runtime.engine.run_sequential(identity, plan, admitted)
         assert outcome.status == "succeeded"
-        async with runtime.sessions.begin() as session:
-            await RunRepository(session).finish(run_id, status="succeeded", call_count=PLAN_CALLS)
+        await record_run_end(
+            runtime.sessions,
+            run_id,
+            status="succeeded",
+            call_count=PLAN_CALLS,
+            writer=runtime.writer,
+        )
         return (wall_clock() - started) / PLAN_CALLS * 1e6
 
     measure.runtime = runtime  # type: ignore[attr-defined]
@@ -159,13 +196,32 @@ async def measure() -> Section:
         async with database() as url:
             samples, writer_commits = await _writer_against_raw(url, built, template, count)
             raw, writer = samples["raw batched insert"], samples["group-commit writer"]
-            section.samples[f"{name}: raw batched insert ({BATCH} rows/txn)"] = raw
+            section.samples[f"{name}: raw batched insert, driver bulk ({BATCH} rows/txn)"] = raw
+            section.samples[f"{name}: raw batched insert, SQLAlchemy Core ({BATCH} rows/txn)"] = (
+                samples["raw batched insert, SQLAlchemy Core"]
+            )
             section.samples[f"{name}: group-commit writer"] = writer
             ratio = ratios(writer, raw)
             section.samples[f"{name}: writer / raw"] = ratio
             most = max(writer_commits)
             section.checks.append(
-                Check(f"2 writer vs raw insert, {name}", str(ratio), "≥ 0.7x", ratio.median >= 0.7)
+                Check(
+                    f"2 writer vs raw insert (driver bulk path), {name}",
+                    str(ratio),
+                    "≥ 0.7x",
+                    ratio.median >= 0.7,
+                )
+            )
+            # The issue's floor: a raw SQLAlchemy batched insert of the same rows.
+            core_ratio = ratios(writer, samples["raw batched insert, SQLAlchemy Core"])
+            section.samples[f"{name}: writer / raw SQLAlchemy Core"] = core_ratio
+            section.checks.append(
+                Check(
+                    f"2 writer vs raw insert (SQLAlchemy Core), {name}",
+                    str(core_ratio),
+                    "≥ 0.7x",
+                    core_ratio.median >= 0.7,
+                )
             )
             section.checks.append(
                 Check(

@@ -52,9 +52,11 @@ async def record_run_start(
             "parallel_batch_id": parallel_batch_id,
             "request_digest": request_digest,
             "instance_id": instance_id,
+            "outcome": None,
             "call_count": 0,
             "created_at": now,
             "started_at": now,
+            "finished_at": None,
         }
         await _committed(writer.start_run(row), "the run could not be recorded")
         return

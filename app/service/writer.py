@@ -12,6 +12,12 @@ The backlog (receipts and audit rows not yet written) is bounded: past
 has drained it to half. Receipts of calls already running are still accepted,
 so the backlog never exceeds the bound by more than the calls in flight.
 
+Rows go to the database through the repositories' driver-level bulk inserts
+(`add_bulk`: one `executemany` or one JSON batch per table and transaction).
+While the writer has work, every `turn_every`-th call start waits one turn of
+the event loop (`room()`), so a long plan of calls that never wait cannot keep
+the writer from sending earlier batches until it ends.
+
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
 audit event written in the same transaction.
@@ -35,12 +41,22 @@ from app.observability.receipts import record_receipt_commit
 from app.service.outage import retry_transient
 from app.service.receipt_rows import audit_row, cache_entry_row, receipt_row
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
-from app.store.repositories.audit import AuditRepository
+from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 
 logger = logging.getLogger("toolloop.writer")
+
+# A call queues two audit events (`call.started`, `call.finished`) with its receipt;
+# a transaction takes up to this many audit rows per receipt it may hold, so a
+# full batch of receipts commits with its calls' events in one transaction.
+AUDIT_ROWS_PER_RECEIPT = 3
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _Group:
@@ -65,6 +81,7 @@ class GroupCommitWriter:
         linger_s: float = 0.002,
         max_batch: int = 1000,
         max_backlog: int = 100_000,
+        turn_every: int = 100,
         max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
     ) -> None:
         self._sessions = sessions
@@ -77,6 +94,9 @@ class GroupCommitWriter:
         self._audit: list[dict[str, Any]] = []
         self._backlog = 0
         self._room: asyncio.Future[None] | None = None
+        self._turn_every = turn_every
+        self._calls = 0  # calls started since the writer was last given a turn
+        self._next_turn: asyncio.Future[None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -174,12 +194,33 @@ class GroupCommitWriter:
 
     def room(self) -> asyncio.Future[None] | None:
         """None while the backlog is under its bound; otherwise a future (shared:
-        never cancel it) that resolves once the writer has drained it to half."""
+        never cancel it) that resolves once the writer has drained it to half.
+
+        Every `turn_every` calls, while the writer has work, it is instead a future
+        resolved on the next turn of the event loop: calls that never wait (a long
+        plan of quick tools) would otherwise hold the loop until the plan ends, and
+        the writer could not send a row to the database before then. With a turn,
+        the database inserts one batch (on its own core: the PostgreSQL server,
+        SQLite's C code) while the engine runs the next calls.
+        """
         if self._backlog < self._max_backlog or self._closing:
-            return None
+            self._calls += 1
+            if self._calls < self._turn_every or not (self._groups or self._audit or self._writing):
+                return None
+            self._calls = 0
+            return self._turn()
         if self._room is None:
             self._room = asyncio.get_running_loop().create_future()
         return self._room
+
+    def _turn(self) -> asyncio.Future[None]:
+        """A future resolved on the next turn of the loop (shared by the calls asking now)."""
+        turn = self._next_turn
+        if turn is None or turn.done():
+            loop = asyncio.get_running_loop()
+            turn = self._next_turn = loop.create_future()
+            loop.call_soon(_resolve, turn)
+        return turn
 
     async def flush(self) -> None:
         """Wait until everything queued before this call has been written (or failed)."""
@@ -200,7 +241,7 @@ class GroupCommitWriter:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            if self._linger_s and not self._closing:
+            if self._linger_s and not self._closing and not self._full():
                 await asyncio.sleep(self._linger_s)
             self._wake.clear()
             self._writing = True
@@ -215,6 +256,12 @@ class GroupCommitWriter:
                     barrier.set_result(None)
             if self._closing:
                 return
+
+    def _full(self) -> bool:
+        """Whether the next transaction already has all it can take: lingering
+        would only delay it (a long plan waiting for its receipts)."""
+        groups = self._groups
+        return bool(groups) and (len(groups) > 1 or len(groups[0].rows) >= self._max_batch)
 
     def _release_room(self) -> None:
         room, self._room = self._room, None
@@ -245,7 +292,8 @@ class GroupCommitWriter:
         cache_rows = [] if group is None else group.cache_rows
         run_starts = [] if group is None else group.run_starts
         run_ends = [] if group is None else group.run_ends
-        audit, self._audit = self._audit[: self._max_batch], self._audit[self._max_batch :]
+        most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
+        audit, self._audit = self._audit[:most], self._audit[most:]
         self._backlog -= len(rows) + len(audit)
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
@@ -258,26 +306,31 @@ class GroupCommitWriter:
         async def write() -> None:
             nonlocal attempts
             attempts += 1
-            async with self._sessions.begin() as session:
+            # Not `sessions.begin()`: the driver commits with the batch's statements
+            # (one round trip fewer); closing the session rolls back nothing.
+            async with self._sessions() as session:
                 receipts, runs = ReceiptRepository(session), RunRepository(session)
                 if attempts > 1 and await self._committed(receipts, runs, rows, run_starts):
                     return  # the last attempt committed; only its answer was lost
-                await runs.add_many(run_starts)
-                await receipts.add_many(inserts)
-                for row in replaced:
-                    if not await receipts.replace(row):
-                        await receipts.add_many([row])
-                if cache_rows:
-                    await CacheRepository(session).put_many(cache_rows)
-                for end in run_ends:
-                    await runs.finish(
-                        end["run_id"],
-                        status=end["status"],
-                        outcome=end.get("outcome"),
-                        call_count=end.get("call_count"),
-                        finished_at=end["finished_at"],
-                    )
-                await AuditRepository(session).add_many(audit)
+                if replaced or cache_rows:
+                    await BulkWrite().add_runs(run_starts).add_receipts(inserts).execute(session)
+                    for row in replaced:
+                        if not await receipts.replace(row):
+                            await receipts.add_many([row])
+                    if cache_rows:
+                        await CacheRepository(session).put_many(cache_rows)
+                    await BulkWrite().finish_runs(run_ends).add_audit(audit).execute(session)
+                    await session.commit()
+                    return
+                # Every row of the batch, and the commit, in one driver round trip.
+                await (
+                    BulkWrite()
+                    .add_runs(run_starts)
+                    .add_receipts(inserts)
+                    .finish_runs(run_ends)
+                    .add_audit(audit)
+                    .execute(session, commit=True)
+                )
 
         try:
             # A short outage (a database restart) delays the batch instead of losing it.

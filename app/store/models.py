@@ -113,7 +113,6 @@ class Receipt(Base):
         Index(None, "tool", "created_at", "id"),
         Index(None, "owner", "created_at", "id"),
         Index(None, "status", "created_at", "id"),
-        Index(None, "fingerprint"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)

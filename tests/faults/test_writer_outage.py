@@ -9,12 +9,15 @@ from typing import Any, Literal
 
 import psycopg
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.service.outage import is_transient, retry_transient
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
+from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from tests.writer_support import engine_with_a_run, succeeded_receipt
@@ -59,8 +62,8 @@ async def test_a_transient_failure_is_retried_and_others_are_not() -> None:
 
 
 class FlakySessions:
-    """Sessions whose first transaction fails with a lost connection, before or after it
-    committed (the commit went through, only its answer was lost)."""
+    """Sessions whose first transaction fails with a lost connection, before it wrote
+    anything or after it committed (the commit went through, only its answer was lost)."""
 
     def __init__(
         self, real: async_sessionmaker[AsyncSession], when: Literal["before", "after"]
@@ -70,13 +73,17 @@ class FlakySessions:
         self.failed = False
 
     @asynccontextmanager
-    async def begin(self) -> AsyncIterator[AsyncSession]:
+    async def __call__(self) -> AsyncIterator[AsyncSession]:
         first = not self.failed
         self.failed = True
-        async with self._real.begin() as session:
-            yield session
+        async with self._real() as session:
             if first and self._when == "before":
-                raise _lost_connection()
+
+                async def lost(*_args: Any, **_kwargs: Any) -> Any:
+                    raise _lost_connection()
+
+                session.connection = lost  # type: ignore[method-assign]
+            yield session
         if first and self._when == "after":
             raise _lost_connection()
 
@@ -127,3 +134,77 @@ async def test_a_superseded_receipt_is_replaced_in_place_and_kept_in_audit(
     assert [(e.kind, e.detail) for e in events] == [
         ("receipt.superseded", {"receipt_id": "r0", "superseded_by": "r0-new"})
     ]
+
+
+@pytest.mark.postgres
+async def test_a_connection_killed_under_the_bulk_insert_is_retried_without_a_duplicate(
+    postgres_url: str,
+) -> None:
+    # The server ends the writer's connection after it was checked out (and pinged),
+    # so the first statement to fail is the driver-level bulk insert itself.
+    admin = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    killed: list[int] = []
+
+    def kill(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if killed:
+            return
+        pid = dbapi_connection.driver_connection.info.backend_pid
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        killed.append(pid)
+
+    async with engine_with_a_run(postgres_url) as engine:
+        event.listen(engine.sync_engine, "checkout", kill)
+        writer = GroupCommitWriter(create_session_factory(engine))
+        writer.start()
+        try:
+            await writer.submit(succeeded_receipt(0, {"n": 0}))
+        finally:
+            await writer.aclose()
+        async with create_session_factory(engine)() as session:
+            stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert killed
+    assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]
+
+
+class _CommitFailsOnce:
+    """A sqlite3 connection whose next commit fails as a busy database would."""
+
+    def __init__(self, real: sqlite3.Connection, failures: list[str]) -> None:
+        self._real = real
+        self._failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def commit(self) -> None:
+        if not self._failures:
+            self._failures.append("commit")
+            raise sqlite3.OperationalError("database is locked")
+        self._real.commit()
+
+
+async def test_a_batch_whose_commit_fails_in_the_driver_is_rolled_back_and_retried(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The statements ran, the commit in the same driver call failed: the driver
+    # rolled them back there, and the retry writes the batch once.
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the driver-level commit in aiosqlite's thread is SQLite's")
+    failures: list[str] = []
+    original = bulk._executemany_all
+
+    def flaky(conn: sqlite3.Connection, *args: Any) -> None:
+        original(_CommitFailsOnce(conn, failures), *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bulk, "_executemany_all", flaky)
+    writer = GroupCommitWriter(create_session_factory(engine))
+    writer.start()
+    try:
+        await writer.submit(succeeded_receipt(0, {"n": 0}))
+    finally:
+        await writer.aclose()
+    assert failures == ["commit"]
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]

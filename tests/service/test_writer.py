@@ -140,3 +140,56 @@ async def test_run_starts_and_ends_share_group_commits_with_receipts(
         finished = await runs.get("run-1")
     assert finished is not None
     assert (finished.status, finished.call_count) == ("succeeded", 1)
+
+
+async def test_a_batch_goes_to_the_driver_in_one_call_below_sqlalchemy(
+    engine: AsyncEngine,
+) -> None:
+    # Run start, receipt, run end and audit rows of one transaction: no statement
+    # passes through SQLAlchemy's statement layer (the driver gets them together).
+    statements: list[str] = []
+    event.listen(
+        engine.sync_engine,
+        "before_cursor_execute",
+        lambda _c, _cur, statement, *_rest: statements.append(statement),
+    )
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
+    writer.start()
+    now = datetime.now(UTC)
+    try:
+        start = writer.start_run(
+            {
+                "id": "run-2",
+                "kind": "sequential",
+                "owner": "o",
+                "status": "running",
+                "contract_hash": HASH,
+                "instance_id": "i",
+                "call_count": 0,
+                "created_at": now,
+                "started_at": now,
+            }
+        )
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
+        writer.emit(
+            AuditEvent(AuditKind.CALL_FINISHED, now, "run-1", None, "t", "c0", None, {"ok": True})
+        )
+        end = writer.end_run(
+            {"run_id": "run-1", "status": "succeeded", "call_count": 1, "finished_at": now}
+        )
+        assert start is receipt is end  # one transaction
+        await end
+    finally:
+        await writer.aclose()
+    assert statements == []
+    async with create_session_factory(engine)() as session:
+        runs = RunRepository(session)
+        started, finished = await runs.get("run-2"), await runs.get("run-1")
+        events = await AuditRepository(session).list_for_run("run-1")
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert started is not None
+    assert started.status == "running"
+    assert finished is not None
+    assert (finished.status, finished.call_count, finished.finished_at) == ("succeeded", 1, now)
+    assert [(e.kind, e.detail) for e in events] == [("call.finished", {"ok": True})]
+    assert [r.seq for r in stored] == [0]

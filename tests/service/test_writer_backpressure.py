@@ -109,3 +109,32 @@ async def test_receipts_of_one_transaction_share_one_future_and_one_commit(
     assert len(outcome.receipts) == 50
     assert commits == 1
     assert writer.room() is None
+
+
+@pytest.mark.parametrize("turn_every", [10, 1_000_000])
+async def test_a_long_plan_of_quick_calls_gives_the_writer_turns(
+    database: AsyncEngine, contract: Contract, turn_every: int
+) -> None:
+    # An async no-op never waits: without turns the plan holds the event loop to
+    # its end, and the writer sends everything afterwards, in one transaction.
+    writer = GroupCommitWriter(create_session_factory(database), linger_s=0, turn_every=turn_every)
+    batches: list[int] = []
+    writer.add_listener(lambda rows: batches.append(len(rows)))
+    harness = _harness(contract, writer)
+    run = await _open_run(database, harness)
+    writer.start()
+
+    outcome = await harness.sequential([(str(i), "n", {}) for i in range(600)], run=run)
+    await writer.aclose()
+    await harness.engine.aclose()
+
+    assert all(receipt.succeeded for receipt in outcome.receipts)
+    assert sum(batches) == 600
+    if turn_every == 10:
+        # Writes began while the plan ran: its receipts went in several transactions.
+        assert len(batches) >= 2
+    else:
+        assert batches == [600]
+    async with create_session_factory(database)() as session:
+        stored = await ReceiptRepository(session).list_for_run(run.run_id)
+    assert [row.seq for row in stored] == list(range(600))

@@ -58,10 +58,10 @@ async def test_models_and_migrations_agree(engine: AsyncEngine) -> None:
 
 async def test_the_agreement_check_sees_drift(engine: AsyncEngine) -> None:
     async with engine.connect() as connection:
-        await connection.execute(text("DROP INDEX ix_receipts_fingerprint"))
+        await connection.execute(text("DROP INDEX ix_receipts_status_created_at_id"))
         differences = await connection.run_sync(schema_differences)
     assert [(kind, index.name) for kind, index in differences] == [
-        ("add_index", "ix_receipts_fingerprint")
+        ("add_index", "ix_receipts_status_created_at_id")
     ]
 
 

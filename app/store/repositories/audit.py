@@ -7,6 +7,7 @@ from sqlalchemy import insert, select
 
 from app.store.models import AuditEvent
 from app.store.repositories.base import Repository
+from app.store.repositories.bulk import insert_rows
 
 
 class AuditRepository(Repository):
@@ -14,6 +15,11 @@ class AuditRepository(Repository):
         """Append events in one executemany; keys are `AuditEvent` column names."""
         if rows:
             await self.session.execute(insert(AuditEvent), list(rows))
+
+    async def add_bulk(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append events as `add_many` does, through the driver's bulk path
+        (`app.store.repositories.bulk`); ids are assigned in row order."""
+        await insert_rows(self.session, AuditEvent, rows)
 
     async def list_for_run(
         self, run_id: str, *, after_id: int | None = None, limit: int | None = None

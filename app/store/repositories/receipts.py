@@ -8,6 +8,7 @@ from sqlalchemy import func, insert, select, update
 
 from app.store.models import Receipt, Run
 from app.store.repositories.base import Repository, rowcount
+from app.store.repositories.bulk import insert_rows
 from app.store.repositories.pagination import (
     Keyset,
     Page,
@@ -22,6 +23,11 @@ class ReceiptRepository(Repository):
         """Insert receipts in one executemany; keys are `Receipt` column names."""
         if rows:
             await self.session.execute(insert(Receipt), list(rows))
+
+    async def add_bulk(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert receipts as `add_many` does, through the driver's bulk path
+        (`app.store.repositories.bulk`): the same stored rows, far less Python per row."""
+        await insert_rows(self.session, Receipt, rows)
 
     async def replace(self, row: Mapping[str, Any]) -> bool:
         """Overwrite the receipt stored at the row's `(run_id, seq)` with `row`, in place

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 
 from app.store.models import Run, ServiceInstance
 from app.store.repositories.base import Repository, rowcount
@@ -87,6 +87,38 @@ class RunRepository(Repository):
             values["call_count"] = call_count
         result = await self.session.execute(update(Run).where(Run.id == run_id).values(values))
         return rowcount(result) == 1
+
+    async def finish_many(self, ends: Sequence[Mapping[str, Any]]) -> None:
+        """`finish` for several runs in one executemany: each end has `run_id`, `status`,
+        `outcome`, `call_count` (None keeps the stored count) and `finished_at`."""
+        if not ends:
+            return
+        table = cast(Table, Run.__table__)
+        statement = (
+            update(table)
+            .where(table.c.id == bindparam("b_run_id"))
+            .values(
+                status=bindparam("b_status"),
+                outcome=bindparam("b_outcome", type_=table.c.outcome.type),
+                call_count=func.coalesce(
+                    bindparam("b_call_count", type_=table.c.call_count.type), table.c.call_count
+                ),
+                finished_at=bindparam("b_finished_at", type_=table.c.finished_at.type),
+            )
+        )
+        await self.session.execute(
+            statement,
+            [
+                {
+                    "b_run_id": end["run_id"],
+                    "b_status": end["status"],
+                    "b_outcome": end.get("outcome"),
+                    "b_call_count": end.get("call_count"),
+                    "b_finished_at": end["finished_at"],
+                }
+                for end in ends
+            ],
+        )
 
     async def reopen_interrupted(self, run_id: str, instance_id: str) -> bool:
         """`interrupted` -> `running` under `instance_id` (a resume); False when the run

@@ -41,6 +41,44 @@ async def test_create_get_and_finish(session: AsyncSession) -> None:
     assert await runs.finish("run-2", status="failed") is False
 
 
+async def test_finish_many_ends_each_run_as_finish_would(session: AsyncSession) -> None:
+    runs = RunRepository(session)
+    for run_id in ("run-1", "run-2", "run-3"):
+        await create_run(session, run_id)
+    await session.commit()
+
+    await runs.finish_many(
+        [
+            {
+                "run_id": "run-1",
+                "status": "succeeded",
+                "outcome": {"receipts": 2},
+                "call_count": 2,
+                "finished_at": T0,
+            },
+            # No call count: the stored one stays; no outcome: none is stored.
+            {"run_id": "run-2", "status": "interrupted", "call_count": None, "finished_at": T0},
+            {"run_id": "nope", "status": "failed", "call_count": 1, "finished_at": T0},
+        ]
+    )
+    await runs.finish_many([])
+    await session.commit()
+    session.expunge_all()
+
+    ended = {run_id: await runs.get(run_id) for run_id in ("run-1", "run-2", "run-3")}
+    summary = {
+        run_id: (run.status, run.outcome, run.call_count, run.finished_at)
+        for run_id, run in ended.items()
+        if run is not None
+    }
+    assert summary == {
+        "run-1": ("succeeded", {"receipts": 2}, 2, T0),
+        "run-2": ("interrupted", None, 0, T0),
+        "run-3": ("running", None, 0, None),
+    }
+    assert await runs.get("nope") is None
+
+
 async def test_set_status(session: AsyncSession) -> None:
     runs = RunRepository(session)
     run = await create_run(session, "run-1", kind="router")

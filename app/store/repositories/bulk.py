@@ -1,0 +1,537 @@
+"""Bulk inserts below the ORM: one driver call per table and batch.
+
+The group commit writes thousands of receipt and audit rows per transaction;
+through SQLAlchemy's Core `insert()` every row's every value went through the
+type system in Python (a bind processor per JSON and datetime value, parameter
+dictionaries, compiled-statement bookkeeping), which cost more than the
+database itself. Here rows become plain tuples once and go to the driver in
+one call:
+
+- SQLite: one `executemany` (sqlite3 binds and steps the rows in C);
+- PostgreSQL: one `INSERT ... SELECT ... FROM json_populate_recordset(...)`
+  whose only parameter is the whole batch as one JSON array, written by
+  orjson in C: the server parses and inserts it on its own core, and Python
+  does almost nothing per row (a fifth of the client CPU of `COPY`, which
+  formats every value in Python; `COPY` remains for the batches this path
+  cannot take: an integer beyond 64 bits, or a NUL character, in a JSON
+  document).
+
+Both run on the caller's connection, inside its transaction. Values are
+encoded exactly as the column types would encode them (JSON text from
+`app.store.serialization.dumps`; on SQLite, datetimes as naive UTC text in
+SQLAlchemy's storage format), so a row reads back identically whichever path
+wrote it, and driver errors are raised as SQLAlchemy's `DBAPIError`, as any
+other statement's (`app.service.outage` tells transient ones by that).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from operator import itemgetter
+from typing import Any, NoReturn, cast
+
+import aiosqlite
+import orjson
+import psycopg
+from sqlalchemy import JSON, ColumnDefault, Table
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app.store.models import AuditEvent, Base, Receipt, Run
+from app.store.serialization import dumps
+from app.store.types import UtcDateTime
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How one table's rows become driver tuples."""
+
+    columns: tuple[str, ...]
+    values: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    json: tuple[tuple[int, bool], ...]  # (position, None is SQL NULL)
+    times: tuple[int, ...]
+    defaults: tuple[tuple[str, Callable[[], Any]], ...]  # for keys a row leaves out
+    keys: frozenset[str]
+    insert_sql: str
+    copy_sql: str
+    json_sql: str
+
+
+_layouts: dict[str, _Layout] = {}
+
+
+def _layout(table: Table) -> _Layout:
+    layout = _layouts.get(table.name)
+    if layout is None:
+        layout = _layouts[table.name] = _build_layout(table)
+    return layout
+
+
+def _build_layout(table: Table) -> _Layout:
+    # An autoincrementing integer key is left to the database.
+    auto = table.autoincrement_column
+    columns = [column for column in table.columns if column is not auto]
+    names = tuple(column.name for column in columns)
+    json = tuple(
+        (index, bool(getattr(column.type, "none_as_null", False)))
+        for index, column in enumerate(columns)
+        if isinstance(column.type, JSON)
+    )
+    times = tuple(
+        index for index, column in enumerate(columns) if isinstance(column.type, UtcDateTime)
+    )
+    defaults = tuple((column.name, _default(column.default, column.nullable)) for column in columns)
+    quoted = ", ".join(f'"{name}"' for name in names)
+    placeholders = ", ".join("?" for _ in names)
+    return _Layout(
+        columns=names,
+        values=itemgetter(*names),
+        json=json,
+        times=times,
+        defaults=defaults,
+        keys=frozenset(names),
+        insert_sql=f'INSERT INTO "{table.name}" ({quoted}) VALUES ({placeholders})',
+        copy_sql=f'COPY "{table.name}" ({quoted}) FROM STDIN',
+        json_sql=(
+            f'INSERT INTO "{table.name}" ({quoted}) SELECT {quoted} '
+            f'FROM json_populate_recordset(NULL::"{table.name}", %s::json)'
+        ),
+    )
+
+
+def _default(default: Any, nullable: bool | None) -> Callable[[], Any]:
+    if isinstance(default, ColumnDefault):
+        arg = default.arg
+        if default.is_callable:
+            return lambda: arg(None)  # SQLAlchemy wraps callables to take a context
+        return lambda: arg
+    if nullable:
+        return lambda: None
+
+    def missing() -> Any:
+        return _MISSING
+
+    return missing
+
+
+_MISSING = object()
+
+
+def _complete(layout: _Layout, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row with the column defaults filled in for the keys it leaves out."""
+    full = dict(row)
+    for name, default in layout.defaults:
+        if name not in full:
+            value = default()
+            if value is _MISSING:
+                raise KeyError(f"row for a bulk insert has no value for column {name!r}")
+            full[name] = value
+    return full
+
+
+def _sqlite_time(value: datetime) -> str:
+    """As `UtcDateTime` and SQLite's DATETIME store it: naive UTC, microseconds always."""
+    if value.tzinfo is UTC:
+        return value.isoformat(" ", "microseconds")[:-6]  # without "+00:00"
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+# A call's receipt and its audit events share their datetimes (the receipt's
+# start and end are the events' times, and one batch's receipts one creation
+# time): each is rendered once per transaction.
+_TIMES = "toolloop.bulk.times"
+
+
+def _encode(
+    layout: _Layout,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    sqlite: bool,
+    rendered: dict[int, tuple[datetime, str]] | None = None,
+) -> list[tuple[Any, ...]]:
+    values = layout.values
+    json = layout.json
+    times = layout.times if sqlite else ()
+    if rendered is None:
+        rendered = {}
+    encoded = []
+    for row in rows:
+        try:
+            items = list(values(row))
+        except KeyError:
+            items = list(values(_complete(layout, row)))
+        for index, none_is_null in json:
+            value = items[index]
+            if value is not None or not none_is_null:
+                items[index] = dumps(value)
+        for index in times:
+            value = items[index]
+            if value is None:
+                continue
+            seen = rendered.get(id(value))
+            if seen is None or seen[0] is not value:
+                seen = rendered[id(value)] = (value, _sqlite_time(value))
+            items[index] = seen[1]
+        encoded.append(tuple(items))
+    return encoded
+
+
+async def insert_rows(
+    session: AsyncSession, model: type[Base], rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert `rows` (keys are column names; missing ones take the column default)
+    into the model's table in the session's transaction, in one driver call."""
+    if not rows:
+        return
+    layout = _layout(cast(Table, model.__table__))
+    connection = await session.connection()
+    name = connection.dialect.name
+    if name == "sqlite":
+        encoded = _encode(layout, rows, sqlite=True, rendered=session.info.setdefault(_TIMES, {}))
+        # exec_driver_sql: no compilation or type processing, but SQLAlchemy's own
+        # error handling (wrapping, invalidation of a dead connection).
+        await connection.exec_driver_sql(layout.insert_sql, encoded)
+    elif name == "postgresql":
+        await _postgres(connection, layout, rows)
+    else:
+        raise NotImplementedError(f"bulk inserts are not supported on {name}")
+
+
+def _batch_json(layout: _Layout, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The rows as one JSON array of objects, or None when this path cannot take them.
+
+    A key the row leaves out would be NULL, not the column default: such rows
+    are completed first. orjson writes JSON documents compactly, exactly as
+    `serialization.dumps` does, and PostgreSQL's `json` type keeps that text;
+    `None` in a JSON column becomes SQL NULL (`json_populate_recordset` maps
+    JSON null so), which is what the nullable JSON columns store for it.
+    """
+    keys = layout.keys
+    complete = [row if row.keys() == keys else _complete(layout, row) for row in rows]
+    times = [layout.columns[index] for index in layout.times]
+    for row in complete:
+        for name in times:
+            value = row[name]
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
+    try:
+        batch = orjson.dumps(complete, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # an integer beyond 64 bits
+        return None
+    # json_populate_recordset unescapes every string, and PostgreSQL text cannot
+    # hold NUL: a document holding one (which the `json` type stores) goes by COPY.
+    return None if "\\u0000" in batch else batch
+
+
+async def _postgres(
+    connection: AsyncConnection, layout: _Layout, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    batch = _batch_json(layout, rows)
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    statement = layout.json_sql if batch is not None else layout.copy_sql
+    try:
+        async with driver.cursor() as cursor:
+            if batch is not None:
+                await cursor.execute(layout.json_sql, (batch,))
+            else:
+                async with cursor.copy(layout.copy_sql) as copy:
+                    for row in _encode(layout, rows, sqlite=False):
+                        await copy.write_row(row)
+    except psycopg.Error as exc:
+        disconnected = connection.dialect.is_disconnect(cast(Any, exc), raw.dbapi_connection, None)
+        if disconnected:
+            await connection.invalidate(exc)
+        raise DBAPIError.instance(
+            statement,
+            None,
+            exc,
+            psycopg.Error,
+            connection_invalidated=disconnected,
+            dialect=connection.dialect,
+        ) from exc
+
+
+# A run's end, as `RunRepository.finish_many` writes it (a None `call_count`
+# keeps the stored count). SQLite: one executemany of plain tuples; PostgreSQL:
+# one UPDATE joined to the batch as a JSON record set.
+_FINISH_SQLITE = (
+    'UPDATE "runs" SET "status" = ?, "outcome" = ?, '
+    '"call_count" = coalesce(?, "call_count"), "finished_at" = ? WHERE "id" = ?'
+)
+_FINISH_POSTGRES = (
+    'UPDATE "runs" SET "status" = e.status, "outcome" = e.outcome, '
+    '"call_count" = coalesce(e.call_count, "runs"."call_count"), "finished_at" = e.finished_at '
+    "FROM json_to_recordset(%s::json) AS e(run_id text, status text, outcome json, "
+    "call_count integer, finished_at timestamptz) "
+    'WHERE "runs"."id" = e.run_id'
+)
+_FINISH_POSTGRES_ROWS = (
+    'UPDATE "runs" SET "status" = %s, "outcome" = %s::json, '
+    '"call_count" = coalesce(%s, "call_count"), "finished_at" = %s WHERE "id" = %s'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Insert:
+    layout: _Layout
+    rows: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Finish:
+    ends: Sequence[Mapping[str, Any]]
+
+
+class BulkWrite:
+    """Several tables' rows for one transaction, sent to the driver together.
+
+    On SQLite every statement through `aiosqlite` is a round trip to its thread
+    (a cursor, the statement, the cursor's close): here all of them run in one,
+    in the order they were added. On PostgreSQL they go in one pipeline (one
+    network round trip) unless a batch needs `COPY`. Driver errors are raised
+    as `DBAPIError`.
+
+    With `commit=False` the session's transaction commits or rolls back as for
+    any other statement. With `commit=True` the driver commits in the same
+    round trip (on a failure it rolls back there), which spares the separate
+    commit; SQLAlchemy's transaction is then empty, and the session must only
+    be closed (its rollback finds nothing to undo).
+    """
+
+    __slots__ = ("_steps",)
+
+    def __init__(self) -> None:
+        self._steps: list[_Insert | _Finish] = []
+
+    def add(self, model: type[Base], rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        """Insert `rows` (as `insert_rows` does)."""
+        if rows:
+            self._steps.append(_Insert(_layout(cast(Table, model.__table__)), rows))
+        return self
+
+    def add_runs(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        return self.add(Run, rows)
+
+    def add_receipts(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        return self.add(Receipt, rows)
+
+    def add_audit(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        """Audit events; ids are assigned in row order."""
+        return self.add(AuditEvent, rows)
+
+    def finish_runs(self, ends: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        """Record runs' ends: each has `run_id`, `status`, `outcome`, `call_count`
+        (None keeps the stored count) and `finished_at` (aware)."""
+        if ends:
+            self._steps.append(_Finish(ends))
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self._steps)
+
+    async def execute(self, session: AsyncSession, *, commit: bool = False) -> None:
+        if not self._steps:
+            return
+        connection = await session.connection()
+        name = connection.dialect.name
+        if name == "sqlite":
+            await self._sqlite(session, connection, commit)
+        elif name == "postgresql":
+            await self._postgres(connection, commit)
+        else:
+            raise NotImplementedError(f"bulk writes are not supported on {name}")
+        if commit:
+            # Listeners of SQLAlchemy's `commit` event (commit counters) still see it.
+            sync = connection.sync_connection
+            if sync is not None:
+                sync.dispatch.commit(sync)
+
+    async def _sqlite(
+        self, session: AsyncSession, connection: AsyncConnection, commit: bool
+    ) -> None:
+        rendered = session.info.setdefault(_TIMES, {})
+        statements: list[tuple[str, list[tuple[Any, ...]]]] = []
+        for step in self._steps:
+            if isinstance(step, _Insert):
+                encoded = _encode(step.layout, step.rows, sqlite=True, rendered=rendered)
+                statements.append((step.layout.insert_sql, encoded))
+            else:
+                statements.append((_FINISH_SQLITE, _sqlite_ends(step.ends, rendered)))
+        raw = await connection.get_raw_connection()
+        driver = raw.driver_connection
+        assert isinstance(driver, aiosqlite.Connection)
+        # aiosqlite runs each call in its own thread, one round trip each; its
+        # `_execute` runs one function there (as SQLAlchemy's adapter does for
+        # the isolation level): every statement in one round trip.
+        failed: list[str] = []
+        try:
+            await driver._execute(  # type: ignore[no-untyped-call]
+                _executemany_all, driver._conn, statements, failed, commit
+            )
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(
+                failed[0] if failed else statements[0][0],
+                None,
+                exc,
+                sqlite3.Error,
+                dialect=connection.dialect,
+            ) from exc
+
+    async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
+        prepared: list[tuple[str, str] | None] = []
+        for step in self._steps:
+            if isinstance(step, _Insert):
+                batch = _batch_json(step.layout, step.rows)
+                prepared.append(None if batch is None else (step.layout.json_sql, batch))
+            else:
+                batch = _ends_json(step.ends)
+                prepared.append(None if batch is None else (_FINISH_POSTGRES, batch))
+        if any(item is None for item in prepared):
+            # A batch needs COPY (or per-row parameters): one statement at a time.
+            for step in self._steps:
+                if isinstance(step, _Insert):
+                    await _postgres(connection, step.layout, step.rows)
+                else:
+                    await _postgres_ends(connection, step.ends)
+            if commit:
+                await _postgres_commit(connection)
+            return
+        raw = await connection.get_raw_connection()
+        driver = raw.driver_connection
+        assert isinstance(driver, psycopg.AsyncConnection)
+        statement = ""
+        try:
+            async with driver.pipeline(), driver.cursor() as cursor:
+                for item in prepared:
+                    assert item is not None
+                    statement = item[0]
+                    await cursor.execute(item[0], (item[1],))
+                if commit:
+                    statement = "COMMIT"
+                    await driver.commit()  # in the pipeline: the same round trip
+        except psycopg.Error as exc:
+            await _raise_postgres(connection, raw, statement, exc)
+
+
+def _executemany_all(
+    conn: sqlite3.Connection,
+    statements: Sequence[tuple[str, list[tuple[Any, ...]]]],
+    failed: list[str],
+    commit: bool,
+) -> None:
+    """In aiosqlite's thread: every statement, in order, in the open transaction;
+    then, with `commit`, the commit (or, on any failure, the rollback)."""
+    try:
+        for sql, rows in statements:
+            failed[:] = [sql]
+            conn.executemany(sql, rows)
+        if commit:
+            failed[:] = ["COMMIT"]
+            conn.commit()
+    except BaseException:
+        if commit:
+            conn.rollback()
+        raise
+
+
+def _sqlite_ends(
+    ends: Sequence[Mapping[str, Any]], rendered: dict[int, tuple[datetime, str]]
+) -> list[tuple[Any, ...]]:
+    encoded = []
+    for end in ends:
+        outcome = end.get("outcome")
+        finished_at = end["finished_at"]
+        seen = rendered.get(id(finished_at))
+        if seen is None or seen[0] is not finished_at:
+            seen = rendered[id(finished_at)] = (finished_at, _sqlite_time(finished_at))
+        encoded.append(
+            (
+                end["status"],
+                None if outcome is None else dumps(outcome),
+                end.get("call_count"),
+                seen[1],
+                end["run_id"],
+            )
+        )
+    return encoded
+
+
+def _end_values(end: Mapping[str, Any]) -> dict[str, Any]:
+    finished_at = end["finished_at"]
+    if finished_at.tzinfo is None:
+        raise ValueError(f"naive datetime {finished_at.isoformat()} cannot be stored; use UTC")
+    return {
+        "run_id": end["run_id"],
+        "status": end["status"],
+        "outcome": end.get("outcome"),
+        "call_count": end.get("call_count"),
+        "finished_at": finished_at,
+    }
+
+
+def _ends_json(ends: Sequence[Mapping[str, Any]]) -> str | None:
+    """The ends as one JSON array, or None when this path cannot take them (as `_batch_json`)."""
+    try:
+        batch = orjson.dumps(
+            [_end_values(end) for end in ends], option=orjson.OPT_NON_STR_KEYS
+        ).decode()
+    except TypeError:
+        return None
+    return None if "\\u0000" in batch else batch
+
+
+async def _postgres_ends(connection: AsyncConnection, ends: Sequence[Mapping[str, Any]]) -> None:
+    rows = []
+    for end in ends:
+        values = _end_values(end)
+        outcome = values["outcome"]
+        rows.append(
+            (
+                values["status"],
+                None if outcome is None else dumps(outcome),
+                values["call_count"],
+                values["finished_at"],
+                values["run_id"],
+            )
+        )
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    try:
+        async with driver.cursor() as cursor:
+            await cursor.executemany(_FINISH_POSTGRES_ROWS, rows)
+    except psycopg.Error as exc:
+        await _raise_postgres(connection, raw, _FINISH_POSTGRES_ROWS, exc)
+
+
+async def _postgres_commit(connection: AsyncConnection) -> None:
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    try:
+        await driver.commit()
+    except psycopg.Error as exc:
+        await _raise_postgres(connection, raw, "COMMIT", exc)
+
+
+async def _raise_postgres(
+    connection: AsyncConnection, raw: Any, statement: str, exc: psycopg.Error
+) -> NoReturn:
+    disconnected = connection.dialect.is_disconnect(cast(Any, exc), raw.dbapi_connection, None)
+    if disconnected:
+        await connection.invalidate(exc)
+    raise DBAPIError.instance(
+        statement,
+        None,
+        exc,
+        psycopg.Error,
+        connection_invalidated=disconnected,
+        dialect=connection.dialect,
+    ) from exc

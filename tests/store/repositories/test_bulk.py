@@ -1,0 +1,371 @@
+"""The driver-level bulk inserts store exactly what the ORM inserts store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, event, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from app.store.database import create_session_factory
+from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
+from app.store.repositories.bulk import BulkWrite
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from tests.store.factories import CONTRACT_HASH, T0, create_run, receipt_row
+
+PLUS_TWO = timezone(timedelta(hours=2))
+# What the columns hold, as text: JSON columns exactly as written, times as stored.
+RECEIPT_COLUMNS = (
+    "seq, call_key, item_key, parallel_batch_id, tool, owner, status, "
+    "CAST(output AS TEXT), output_digest, output_truncated, CAST(error AS TEXT), attempts, "
+    "cache_hit, cache_source_receipt_id, fingerprint, idempotency_key, parent_receipt_id, "
+    "CAST(control AS TEXT), admission_wait_ms, started_at, finished_at, duration_ms, "
+    "created_at, output IS NULL, error IS NULL, control IS NULL"
+)
+AUDIT_COLUMNS = "at, kind, caller, tool, call_key, item_key, CAST(detail AS TEXT)"
+
+
+def _receipts(run_id: str, text: str) -> list[dict[str, Any]]:
+    """Rows covering every kind of value a receipt column takes."""
+    rows = [
+        receipt_row(run_id, 0, id=f"{run_id}-0"),
+        receipt_row(
+            run_id,
+            1,
+            id=f"{run_id}-1",
+            output={"z": 1, "a": [1.5, None, True, 1e300], "text": text},
+            item_key="lane-a",
+            parallel_batch_id="batch-1",
+            cache_hit=True,
+            cache_source_receipt_id="source",
+            admission_wait_ms=1.25,
+            # Another offset and no microseconds: stored as UTC, microseconds written.
+            started_at=datetime(2026, 1, 1, 14, 0, tzinfo=PLUS_TWO),
+            finished_at=datetime(2026, 1, 1, 12, 0, 1, 500, tzinfo=UTC),
+        ),
+        receipt_row(
+            run_id,
+            2,
+            id=f"{run_id}-2",
+            status="failed",
+            output=None,
+            error={"kind": "timeout", "message": "tab\there\nnewline \\ backslash"},
+            attempts=3,
+            control={"continue": False, "tags": ["a", "b"]},
+            output_digest="sha256:" + "d" * 64,
+            output_truncated=True,
+            finished_at=None,
+            duration_ms=None,
+        ),
+        receipt_row(run_id, 3, id=f"{run_id}-3", output="just a string", parent_receipt_id="p"),
+        receipt_row(run_id, 4, id=f"{run_id}-4", output=[], control={}),
+    ]
+    return [{**row, "idempotency_key": f"key:{row['seq']}"} for row in rows]
+
+
+async def _stored(session: AsyncSession, table: str, columns: str, run_id: str) -> list[Any]:
+    order = "seq" if table == "receipts" else "id"
+    result = await session.execute(
+        text(f"SELECT {columns} FROM {table} WHERE run_id = :run_id ORDER BY {order}"),
+        {"run_id": run_id},
+    )
+    return [tuple(row) for row in result.all()]
+
+
+# On PostgreSQL a NUL character in a JSON document sends the batch by COPY
+# instead of json_populate_recordset: both are compared with the ORM's rows.
+@pytest.mark.parametrize("text", ['ünïcode, \u2028, "quoted"', "nul\u0000"])
+async def test_bulk_receipts_are_stored_exactly_as_the_orm_stores_them(
+    session: AsyncSession, text: str
+) -> None:
+    await create_run(session, "orm")
+    await create_run(session, "bulk")
+    receipts = ReceiptRepository(session)
+    await receipts.add_many(_receipts("orm", text))
+    await receipts.add_bulk(_receipts("bulk", text))
+    await session.commit()
+
+    orm = await _stored(session, "receipts", RECEIPT_COLUMNS, "orm")
+    bulk = await _stored(session, "receipts", RECEIPT_COLUMNS, "bulk")
+    assert len(orm) == 5
+    assert bulk == orm
+    session.expunge_all()
+    by_orm = await receipts.list_for_run("orm")
+    by_bulk = await receipts.list_for_run("bulk")
+    assert [r.output for r in by_bulk] == [r.output for r in by_orm]
+    assert by_bulk[1].started_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert list(by_bulk[1].output) == ["z", "a", "text"]
+
+
+async def test_an_integer_beyond_64_bits_takes_the_fallback_and_is_stored_exactly(
+    session: AsyncSession,
+) -> None:
+    # orjson refuses it: PostgreSQL falls back to COPY, SQLite's encoder to the stdlib.
+    await create_run(session, "orm")
+    await create_run(session, "bulk")
+    receipts = ReceiptRepository(session)
+    big = {"n": 2**70, "m": [-(2**65)]}
+    await receipts.add_many([receipt_row("orm", 0, id="o", output=big, idempotency_key="k")])
+    await receipts.add_bulk([receipt_row("bulk", 0, id="b", output=big, idempotency_key="k")])
+    await session.commit()
+
+    bulk = await _stored(session, "receipts", RECEIPT_COLUMNS, "bulk")
+    assert bulk == await _stored(session, "receipts", RECEIPT_COLUMNS, "orm")
+    session.expunge_all()
+    assert (await receipts.list_for_run("bulk"))[0].output == big
+
+
+async def test_bulk_audit_events_are_stored_as_the_orm_stores_them_in_row_order(
+    session: AsyncSession,
+) -> None:
+    def events(run_id: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "run_id": run_id,
+                "at": T0 + timedelta(seconds=number),
+                "kind": "call.finished",
+                "caller": "alice" if number % 2 else None,
+                "tool": "t",
+                "call_key": str(number),
+                "item_key": None,
+                "detail": {"number": number, "error": None, "text": "ü\u2028"},
+            }
+            for number in range(5)
+        ] + [
+            # Keys left out take the column defaults, as with the ORM.
+            {"run_id": run_id, "at": T0, "kind": "run.finished"},
+        ]
+
+    audit = AuditRepository(session)
+    await audit.add_many(events("orm"))
+    await audit.add_bulk(events("bulk"))
+    await session.commit()
+
+    orm = await _stored(session, "audit_events", AUDIT_COLUMNS, "orm")
+    bulk = await _stored(session, "audit_events", AUDIT_COLUMNS, "bulk")
+    assert len(orm) == 6
+    assert bulk == orm
+    stored = await audit.list_for_run("bulk")
+    assert [event.call_key for event in stored] == ["0", "1", "2", "3", "4", None]
+    assert stored[-1].detail == {}
+    assert stored[-1].id > stored[0].id
+
+
+async def test_bulk_inserts_belong_to_the_transaction(engine: AsyncEngine) -> None:
+    sessions = create_session_factory(engine)
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    async with sessions() as session:
+        await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0)])
+        await AuditRepository(session).add_bulk([{"run_id": "run-1", "kind": "x"}])
+        await session.rollback()
+    async with sessions() as session:
+        assert await ReceiptRepository(session).list_for_run("run-1") == []
+        assert await AuditRepository(session).list_for_run("run-1") == []
+
+
+async def test_bulk_insert_errors_are_sqlalchemy_errors(engine: AsyncEngine) -> None:
+    sessions = create_session_factory(engine)
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+        await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0)])
+    with pytest.raises(IntegrityError):
+        async with sessions.begin() as session:
+            await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0, id="again")])
+    with pytest.raises(IntegrityError):
+        async with sessions.begin() as session:
+            await ReceiptRepository(session).add_bulk([receipt_row("no-such-run", 0)])
+    async with sessions() as session:
+        assert [r.id for r in await ReceiptRepository(session).list_for_run("run-1")] == [
+            "run-1-receipt-0"
+        ]
+
+
+async def test_bulk_inserts_refuse_naive_datetimes(session: AsyncSession) -> None:
+    await create_run(session, "run-1")
+    naive = datetime(2026, 1, 1, 12, 0)
+    with pytest.raises(ValueError, match="naive datetime"):
+        await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0, started_at=naive)])
+
+
+async def test_bulk_inserts_of_no_rows_do_nothing(session: AsyncSession) -> None:
+    await ReceiptRepository(session).add_bulk([])
+    await AuditRepository(session).add_bulk([])
+
+
+RUN_COLUMNS = (
+    "id, kind, owner, status, caller, contract_hash, parallel_batch_id, request_digest, "
+    "instance_id, CAST(outcome AS TEXT), outcome IS NULL, call_count, created_at, started_at, "
+    "finished_at"
+)
+
+
+def _run_row(run_id: str) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "kind": "sequential",
+        "owner": "worker-a",
+        "status": "running",
+        "caller": None,
+        "contract_hash": CONTRACT_HASH,
+        "parallel_batch_id": None,
+        "request_digest": "sha256:" + "e" * 64,
+        "instance_id": "instance-1",
+        "call_count": 0,
+        "created_at": T0,
+        "started_at": datetime(2026, 1, 1, 14, 0, tzinfo=PLUS_TWO),
+    }
+
+
+def _ends(run_ids: list[str], text: str) -> list[dict[str, Any]]:
+    first, second = run_ids
+    return [
+        {
+            "run_id": first,
+            "status": "succeeded",
+            "outcome": {"z": 1, "text": text},
+            "call_count": 2,
+            "finished_at": T0 + timedelta(seconds=3),
+        },
+        # No call count: the stored one stays; no outcome: none is stored.
+        {"run_id": second, "status": "interrupted", "call_count": None, "finished_at": T0},
+    ]
+
+
+async def _runs_stored(session: AsyncSession, run_ids: list[str]) -> list[Any]:
+    result = await session.execute(
+        text(f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN :ids ORDER BY id").bindparams(
+            bindparam("ids", expanding=True)
+        ),
+        {"ids": run_ids},
+    )
+    return [tuple(row)[1:] for row in result.all()]
+
+
+# A NUL in an outcome sends PostgreSQL's batch statement by statement (COPY and
+# per-row parameters) instead of in one pipeline.
+@pytest.mark.parametrize("text", ['ünïcode, \u2028, "quoted"', "nul\u0000"])
+async def test_a_bulk_write_stores_runs_receipts_ends_and_audit_as_the_orm_does(
+    session: AsyncSession, text: str
+) -> None:
+    await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {"tools": {}}, 0)
+    runs = RunRepository(session)
+    await runs.add_many([_run_row("orm-a"), _run_row("orm-b")])
+    await ReceiptRepository(session).add_many(_receipts("orm-a", text))
+    await runs.finish_many(_ends(["orm-a", "orm-b"], text))
+    await AuditRepository(session).add_many([{"run_id": "orm-a", "at": T0, "kind": "x"}])
+    await session.commit()
+
+    write = (
+        BulkWrite()
+        .add_runs([_run_row("bulk-a"), _run_row("bulk-b")])
+        .add_receipts(_receipts("bulk-a", text))
+        .finish_runs(_ends(["bulk-a", "bulk-b"], text))
+        .add_audit([{"run_id": "bulk-a", "at": T0, "kind": "x"}])
+    )
+    assert write
+    await write.execute(session)
+    await session.commit()
+
+    assert await _runs_stored(session, ["bulk-a", "bulk-b"]) == await _runs_stored(
+        session, ["orm-a", "orm-b"]
+    )
+    receipts = await _stored(session, "receipts", RECEIPT_COLUMNS, "bulk-a")
+    assert receipts == await _stored(session, "receipts", RECEIPT_COLUMNS, "orm-a")
+    audit = await _stored(session, "audit_events", AUDIT_COLUMNS, "bulk-a")
+    assert audit == await _stored(session, "audit_events", AUDIT_COLUMNS, "orm-a")
+    session.expunge_all()
+    ended = await runs.get("bulk-a")
+    assert ended is not None
+    assert (ended.status, ended.outcome, ended.call_count) == (
+        "succeeded",
+        {"z": 1, "text": text},
+        2,
+    )
+
+
+async def test_a_bulk_write_is_one_driver_call_per_batch_inside_the_transaction(
+    engine: AsyncEngine,
+) -> None:
+    sessions = create_session_factory(engine)
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    statements: list[str] = []
+    event.listen(
+        engine.sync_engine,
+        "before_cursor_execute",
+        lambda _c, _cur, statement, *_rest: statements.append(statement),
+    )
+    async with sessions() as session:
+        await (
+            BulkWrite()
+            .add_runs([_run_row("run-2")])
+            .add_receipts([receipt_row("run-2", 0)])
+            .finish_runs(_ends(["run-1", "run-2"], "x"))
+            .add_audit([{"run_id": "run-2", "kind": "x"}])
+            .execute(session)
+        )
+        assert statements == []  # below SQLAlchemy's statement layer
+        await session.rollback()
+    async with sessions() as session:
+        assert await RunRepository(session).get("run-2") is None
+        run = await RunRepository(session).get("run-1")
+        assert run is not None
+        assert run.status == "running"
+
+
+async def test_a_failed_bulk_write_is_a_sqlalchemy_error_and_nothing_of_it_stays(
+    engine: AsyncEngine,
+) -> None:
+    sessions = create_session_factory(engine)
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    with pytest.raises(IntegrityError):
+        async with sessions.begin() as session:
+            await (
+                BulkWrite()
+                .add_runs([_run_row("run-2")])
+                .add_receipts([receipt_row("no-such-run", 0)])
+                .execute(session)
+            )
+    async with sessions() as session:
+        assert await RunRepository(session).get("run-2") is None
+    await BulkWrite().execute(session)  # nothing to write: no connection needed
+    assert not BulkWrite()
+
+
+async def test_a_bulk_write_may_commit_in_its_own_driver_call(engine: AsyncEngine) -> None:
+    commits: list[object] = []
+    event.listen(engine.sync_engine, "commit", commits.append)
+    sessions = create_session_factory(engine)
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    commits.clear()
+    async with sessions() as session:
+        await (
+            BulkWrite()
+            .add_receipts([receipt_row("run-1", 0)])
+            .finish_runs(_ends(["run-1", "nope"], "x"))
+            .execute(session, commit=True)
+        )
+    # Committed (and seen by commit listeners) although the session only closed.
+    assert len(commits) == 1
+    async with sessions() as session:
+        assert [r.seq for r in await ReceiptRepository(session).list_for_run("run-1")] == [0]
+        run = await RunRepository(session).get("run-1")
+        assert run is not None
+        assert run.status == "succeeded"
+    with pytest.raises(IntegrityError):
+        async with sessions() as session:
+            await (
+                BulkWrite()
+                .add_runs([_run_row("run-2")])
+                .add_receipts([receipt_row("run-1", 0, id="again")])
+                .execute(session, commit=True)
+            )
+    async with sessions() as session:
+        assert await RunRepository(session).get("run-2") is None
+    assert len(commits) == 1
