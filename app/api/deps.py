@@ -10,8 +10,11 @@ from app.api.problems import ServiceUnavailable
 from app.service.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
-    """The runtime; a 503 problem while the service still waits for its database."""
+async def get_runtime(request: Request) -> Runtime:
+    """The runtime; a 503 problem while the service still waits for its database.
+
+    A coroutine, so that FastAPI calls it on the event loop: a plain function
+    would cost every request a hop to a worker thread and back."""
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
         problem = getattr(request.app.state, "database_problem", "the service is starting")

@@ -11,7 +11,7 @@ import asyncio
 from app.contract.compiled import Contract
 from app.engine.ports import AuditEvent, AuditKind, AuditSink, CachedOutput, ReceiptSink
 from app.engine.receipt import Receipt, Status
-from app.observability.labels import Vocabulary
+from app.observability.labels import Children, Vocabulary
 from app.observability.metrics import (
     ADMISSION_WAIT,
     AUDIT_EVENTS,
@@ -24,6 +24,17 @@ from app.observability.metrics import (
     RETRIES,
     TIMEOUTS,
 )
+
+_CALLS = Children(CALLS)
+_CALL_ERRORS = Children(CALL_ERRORS)
+_CALL_DURATION = Children(CALL_DURATION)
+_ADMISSION_WAIT = Children(ADMISSION_WAIT)
+_CALLS_IN_FLIGHT = Children(CALLS_IN_FLIGHT)
+_CACHE_HITS = Children(CACHE_HITS)
+_CACHE_MISSES = Children(CACHE_MISSES)
+_RETRIES = Children(RETRIES)
+_TIMEOUTS = Children(TIMEOUTS)
+_AUDIT_EVENTS = Children(AUDIT_EVENTS)
 
 
 class MeteredSinks:
@@ -47,31 +58,31 @@ class MeteredSinks:
         self, receipt: Receipt, cache_entry: CachedOutput | None = None
     ) -> asyncio.Future[None]:
         tool = self._tool(receipt.tool)
-        CALLS.labels(tool, self._owner(receipt.owner), receipt.status.value).inc()
+        _CALLS(tool, self._owner(receipt.owner), receipt.status.value).inc()
         if receipt.error is not None:
-            CALL_ERRORS.labels(tool, receipt.error.kind.value).inc()
+            _CALL_ERRORS(tool, receipt.error.kind.value).inc()
         if receipt.status is not Status.SKIPPED:
-            CALL_DURATION.labels(tool).observe(receipt.duration_ms / 1000.0)
+            _CALL_DURATION(tool).observe(receipt.duration_ms / 1000.0)
         if self._started.pop(receipt.receipt_id, None) is not None:
-            CALLS_IN_FLIGHT.labels(tool).dec()
-            ADMISSION_WAIT.labels(tool).observe(receipt.admission_wait_ms / 1000.0)
+            _CALLS_IN_FLIGHT(tool).dec()
+            _ADMISSION_WAIT(tool).observe(receipt.admission_wait_ms / 1000.0)
         if receipt.cache_hit:
-            CACHE_HITS.labels(tool).inc()
+            _CACHE_HITS(tool).inc()
         return self._receipts.submit(receipt, cache_entry)
 
     def emit(self, event: AuditEvent) -> None:
         kind = event.kind
-        AUDIT_EVENTS.labels(kind.value).inc()
+        _AUDIT_EVENTS(kind.value).inc()
         tool = self._tool(event.tool)
         if kind is AuditKind.CALL_STARTED:
             receipt_id = event.detail.get("receipt_id")
             if isinstance(receipt_id, str):
                 self._started[receipt_id] = tool
-                CALLS_IN_FLIGHT.labels(tool).inc()
+                _CALLS_IN_FLIGHT(tool).inc()
             if event.tool in self._cacheable:
-                CACHE_MISSES.labels(tool).inc()
+                _CACHE_MISSES(tool).inc()
         elif kind is AuditKind.CALL_RETRIED:
-            RETRIES.labels(tool).inc()
+            _RETRIES(tool).inc()
         elif kind is AuditKind.CALL_TIMED_OUT:
-            TIMEOUTS.labels(tool).inc()
+            _TIMEOUTS(tool).inc()
         self._audit.emit(event)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 OTHER = "other"
 
@@ -50,6 +55,28 @@ class CappedVocabulary:
                 return OTHER
             self._seen.add(value)
         return value
+
+
+class Children(Generic[M]):
+    """A labelled metric's children, looked up by their label values.
+
+    `metric.labels(...)` checks, stringifies and locks on every call; on the
+    request path that cost more than the counting itself. Label values are
+    bounded by construction (see `metrics`), so is this cache. `labels` returns
+    the same child for the same values, so a race only repeats a lookup.
+    """
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 def http_method(method: str) -> str:

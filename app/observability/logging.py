@@ -9,6 +9,7 @@ reaches a log call reaches a log line, whichever logger emitted it.
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
@@ -35,7 +36,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         context = current_context()
         line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "ts": _timestamp(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": _message(record),
@@ -67,6 +68,26 @@ class RedactingTextFormatter(logging.Formatter):
         if context is not None and context.request_id is not None:
             text = f"{text} [request_id={context.request_id} run_id={context.run_id}]"
         return redact_text(text)
+
+
+# (whole seconds, their ISO text): every line of the same second shares it.
+_second: tuple[float, str] = (0.0, "")
+
+
+def _timestamp(created: float) -> str:
+    """`datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")`."""
+    global _second
+    if created < 0:
+        return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+    fraction, whole = math.modf(created)
+    micros = round(fraction * 1_000_000)  # as `datetime.fromtimestamp` rounds
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    seconds, text = _second
+    if whole != seconds:
+        text = datetime.fromtimestamp(whole, UTC).isoformat(timespec="seconds")[:-6]
+        _second = (whole, text)
+    return f"{text}.{micros // 1000:03d}+00:00"
 
 
 def _message(record: logging.LogRecord) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.engine.preflight import PlanProblem
-from app.observability.labels import Vocabulary
+from app.observability.labels import Children, Vocabulary
 from app.observability.metrics import PLANS, PREFLIGHT_REJECTIONS
 
 PLAN_KINDS = Vocabulary(("sequential", "parallel"))
 PLAN_STATUSES = Vocabulary(("succeeded", "failed", "cancelled", "interrupted"))
+_PLANS = Children(PLANS)
 
 
 def record_plan_rejected(kind: str, problems: Iterable[PlanProblem]) -> None:
@@ -21,4 +22,4 @@ def record_plan_rejected(kind: str, problems: Iterable[PlanProblem]) -> None:
 
 def record_plan_finished(kind: str, status: str) -> None:
     """`status` is the run's final status."""
-    PLANS.labels(PLAN_KINDS(kind), PLAN_STATUSES(status)).inc()
+    _PLANS(PLAN_KINDS(kind), PLAN_STATUSES(status)).inc()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.observability.logging import (
     UVICORN_LOGGERS,
     JsonFormatter,
     RedactingTextFormatter,
+    _timestamp,
     build_handler,
     configure_logging,
 )
@@ -156,3 +158,9 @@ async def test_each_request_logs_one_line_with_request_run_and_caller(
     assert line["caller"] == "planner-key"
     assert (line["method"], line["route"], line["status"]) == ("POST", "/plans/sequential", 200)
     assert line["duration_ms"] >= 0
+
+
+def test_the_timestamp_is_the_records_time_in_utc_to_the_millisecond() -> None:
+    for created in (1_764_518_400.0, 1_764_518_400.0004999, 1_764_518_400.9999996, 0.5, 42.123):
+        expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+        assert _timestamp(created) == expected

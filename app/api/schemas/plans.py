@@ -157,3 +157,84 @@ class ParallelPlanOut(BaseModel):
     parallel_batch_id: str
     lanes: list[LaneOut]
     dispatched: list[ReceiptOut]
+
+
+# The common case without pydantic: a body that is exactly well-formed becomes its
+# plan in one pass. Anything else (a missing or unknown key, a wrong type) returns
+# None and goes through the models, whose answer (every problem, with its pointer)
+# is the one clients see. What is accepted here is a subset of what the models
+# accept, and yields the same plan.
+_CALL_KEYS = frozenset({"call_key", "tool", "args", "payload"})
+_SEQUENTIAL_KEYS = frozenset({"owner", "calls", "context", "deadline_s"})
+_PARALLEL_KEYS = frozenset({"owner", "max_concurrency", "lanes", "context", "deadline_s"})
+_LANE_KEYS = frozenset({"item_key", "calls"})
+
+
+def _calls(data: Any) -> tuple[PlannedCall, ...] | None:
+    if type(data) is not list:
+        return None
+    calls = []
+    for call in data:
+        if type(call) is not dict or not call.keys() <= _CALL_KEYS:
+            return None
+        call_key, tool = call.get("call_key"), call.get("tool")
+        args, payload = call.get("args"), call.get("payload")
+        if (
+            type(call_key) is not str
+            or type(tool) is not str
+            or (args is not None and type(args) is not dict)
+            or (payload is not None and type(payload) is not dict)
+        ):
+            return None
+        calls.append(PlannedCall(call_key=call_key, tool=tool, args=args, payload=payload))
+    return tuple(calls)
+
+
+def _common(data: Any, keys: frozenset[str]) -> tuple[str, dict[str, Any], float | None] | None:
+    """(owner, context, deadline_s) of a well-formed plan body, else None."""
+    if type(data) is not dict or not data.keys() <= keys:
+        return None
+    owner, context, deadline_s = data.get("owner"), data.get("context", {}), data.get("deadline_s")
+    if (
+        type(owner) is not str
+        or type(context) is not dict
+        or (deadline_s is not None and type(deadline_s) is not float)
+    ):
+        return None
+    return owner, context, deadline_s
+
+
+def sequential_plan(data: Any) -> SequentialPlan | None:
+    """The plan of a well-formed `SequentialPlanIn` body; None: validate with the model."""
+    common = _common(data, _SEQUENTIAL_KEYS)
+    calls = None if common is None else _calls(data.get("calls"))
+    if common is None or calls is None:
+        return None
+    owner, context, deadline_s = common
+    return SequentialPlan(owner=owner, calls=calls, context=context, deadline_s=deadline_s)
+
+
+def parallel_plan(data: Any) -> ParallelPlan | None:
+    """The plan of a well-formed `ParallelPlanIn` body; None: validate with the model."""
+    common = _common(data, _PARALLEL_KEYS)
+    if common is None:
+        return None
+    max_concurrency, raw_lanes = data.get("max_concurrency"), data.get("lanes")
+    if type(max_concurrency) is not int or type(raw_lanes) is not list:
+        return None
+    lanes = []
+    for lane in raw_lanes:
+        if type(lane) is not dict or not lane.keys() <= _LANE_KEYS:
+            return None
+        item_key, calls = lane.get("item_key"), _calls(lane.get("calls"))
+        if type(item_key) is not str or calls is None:
+            return None
+        lanes.append(Lane(item_key=item_key, calls=calls))
+    owner, context, deadline_s = common
+    return ParallelPlan(
+        owner=owner,
+        max_concurrency=max_concurrency,
+        lanes=tuple(lanes),
+        context=context,
+        deadline_s=deadline_s,
+    )
