@@ -58,7 +58,7 @@ async def record_run_start(
             "started_at": now,
             "finished_at": None,
         }
-        await _committed(writer.start_run(row), "the run could not be recorded")
+        await _started(writer, row)
         return
     try:
         async with sessions.begin() as session:
@@ -115,6 +115,38 @@ async def record_run_end(
         await retry_transient(write, "recording a run's end")
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+NOT_RUN = (
+    "not run: the database became unavailable while the run's start was being "
+    "recorded, and the request was answered 503"
+)
+
+
+async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
+    """Wait for the run's start to commit, or answer 503 as soon as the database is seen
+    to be away: a short outage is retried by the writer for up to 30 s, too long to hold
+    a request whose plan has not started. A start committed after that answer is ended
+    at once as `failed` (nothing ran), so it never stays `running`."""
+    failure = "the run could not be recorded"
+    if writer.in_outage:
+        raise StorageUnavailable(f"{failure}: the database is unavailable")
+    durable = writer.start_run(row)
+    if not durable.done():
+        await asyncio.wait((durable, writer.outage()), return_when=asyncio.FIRST_COMPLETED)
+    if not durable.done():
+        writer.end_once_started(
+            durable,
+            {
+                "run_id": row["id"],
+                "status": "failed",
+                "outcome": {"error": NOT_RUN},
+                "call_count": 0,
+                "finished_at": datetime.now(UTC),
+            },
+        )
+        raise StorageUnavailable(f"{failure}: the database is unavailable")
+    await _committed(durable, failure)
 
 
 async def _committed(durable: asyncio.Future[None], failure: str) -> None:

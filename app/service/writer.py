@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
 from app.observability.receipts import record_receipt_commit
-from app.service.outage import retry_transient
+from app.service.outage import is_transient, retry_transient
 from app.service.receipt_rows import audit_row, cache_entry_row, receipt_row
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.store.repositories.bulk import BulkWrite
@@ -52,6 +52,11 @@ logger = logging.getLogger("toolloop.writer")
 # a transaction takes up to this many audit rows per receipt it may hold, so a
 # full batch of receipts commits with its calls' events in one transaction.
 AUDIT_ROWS_PER_RECEIPT = 3
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # reported by the writer's log; retrieved so asyncio stays quiet
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -103,6 +108,8 @@ class GroupCommitWriter:
         self._writing = False
         self._barriers: list[asyncio.Future[None]] = []
         self._listeners: list[Callable[[Sequence[dict[str, Any]]], None]] = []
+        # Resolved when a write fails with a transient error; replaced once one commits.
+        self._outage: asyncio.Future[None] | None = None
         # (run_id, seq) -> the audit row recording the stored receipt the next one replaces.
         self._superseded: dict[tuple[str, int], dict[str, Any]] = {}
 
@@ -164,6 +171,31 @@ class GroupCommitWriter:
         group.run_ends.append(values)
         self._wake.set()
         return group.durable
+
+    @property
+    def in_outage(self) -> bool:
+        """Whether the last write failed with a transient error and none has committed since."""
+        return self._outage is not None and self._outage.done()
+
+    def outage(self) -> asyncio.Future[None]:
+        """A future resolved when a write fails with a transient error (already resolved
+        while one is being retried). Never cancel it: it is shared."""
+        if self._outage is None:
+            self._outage = asyncio.get_running_loop().create_future()
+        return self._outage
+
+    def end_once_started(self, started: asyncio.Future[None], values: dict[str, Any]) -> None:
+        """Queue the run's end (`end_run`) once its start commits; nothing if it never does.
+
+        For a start whose request was already answered (the database went away while
+        it waited): a start committed later must not leave the run `running`."""
+
+        def started_done(future: asyncio.Future[None]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                return
+            self.end_run(values).add_done_callback(_retrieve)
+
+        started.add_done_callback(started_done)
 
     def _join(self) -> _Group | None:
         """The group new rows join (None once closing)."""
@@ -304,6 +336,14 @@ class GroupCommitWriter:
         attempts = 0
 
         async def write() -> None:
+            try:
+                await write_once()
+            except Exception as exc:
+                if is_transient(exc) and not self.outage().done():
+                    self.outage().set_result(None)
+                raise
+
+        async def write_once() -> None:
             nonlocal attempts
             attempts += 1
             # Not `sessions.begin()`: the driver commits with the batch's statements
@@ -342,6 +382,8 @@ class GroupCommitWriter:
                 group.durable.set_exception(exc)
             return
         record_receipt_commit(len(rows), perf_counter() - started, ok=True)
+        if self.in_outage:
+            self._outage = None
         for listener in self._listeners if rows else ():
             try:
                 listener(rows)

@@ -14,13 +14,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.service.errors import StorageUnavailable
 from app.service.outage import is_transient, retry_transient
+from app.service.run_records import NOT_RUN, record_run_start
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
-from tests.writer_support import engine_with_a_run, succeeded_receipt
+from app.store.repositories.runs import RunRepository
+from tests.writer_support import HASH, engine_with_a_run, succeeded_receipt
 
 
 @pytest.fixture
@@ -208,3 +211,42 @@ async def test_a_batch_whose_commit_fails_in_the_driver_is_rolled_back_and_retri
     async with create_session_factory(engine)() as session:
         stored = await ReceiptRepository(session).list_for_run("run-1")
     assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_run_start_caught_by_an_outage_answers_at_once_and_never_stays_running(
+    engine: AsyncEngine,
+    when: Literal["before", "after"],
+) -> None:
+    sessions = create_session_factory(engine)
+    flaky = FlakySessions(sessions, when)
+    writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
+    writer.start()
+    start = {
+        "kind": "sequential",
+        "owner": "owner-a",
+        "contract_hash": HASH,
+        "instance_id": "i",
+        "caller": None,
+    }
+    try:
+        # Answered as soon as the write fails, not after the writer's retries.
+        with pytest.raises(StorageUnavailable):
+            await record_run_start(flaky, run_id="run-2", writer=writer, **start)  # type: ignore[arg-type]
+        assert writer.in_outage
+        # While the outage lasts, a new start is refused without being queued.
+        with pytest.raises(StorageUnavailable):
+            await record_run_start(flaky, run_id="run-3", writer=writer, **start)  # type: ignore[arg-type]
+        await writer.flush()
+        await writer.flush()  # the end queued once the late start committed
+    finally:
+        await writer.aclose()
+    assert not writer.in_outage
+    async with sessions() as session:
+        runs = RunRepository(session)
+        late = await runs.get("run-2")
+        assert await runs.get("run-3") is None
+    # Committed by the retry (or by the attempt whose answer was lost), then ended:
+    # nothing ran, and the run does not stay `running`.
+    assert late is not None
+    assert (late.status, late.call_count, late.outcome) == ("failed", 0, {"error": NOT_RUN})
