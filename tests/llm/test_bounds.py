@@ -4,13 +4,11 @@ many attempts, `TimeoutError` when it expires, and nothing else changed."""
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from app.llm import bounds
 from app.llm.bounds import AttemptBounds
 from app.llm.client import LLMClient
 from app.llm.errors import LLMMalformedResponse, LLMTransportError
@@ -165,12 +163,3 @@ def test_one_client_serves_one_event_loop_after_another() -> None:
 
     assert asyncio.run(ask()) == "hi"
     assert asyncio.run(ask()) == "hi"
-
-
-def test_without_the_task_registry_the_current_task_is_asked_for(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    asked = functools.partial(asyncio.current_task)  # no __globals__ to read a registry from
-    monkeypatch.setattr(asyncio, "current_task", asked)
-
-    assert bounds._task_lookup() is asked

@@ -1,0 +1,99 @@
+"""Many deadlines on one event loop, served by one loop timer.
+
+`asyncio.timeout` schedules a loop timer when a block starts and cancels it
+when the block ends: two heap operations on the loop and a timer handle each
+time. A `TimerHeap` keeps the deadlines on a heap of its own; arming is a push
+and disarming sets the entry's `finished` flag. One loop timer, left to fire
+rather than cancelled, follows the earliest deadline; when it fires it expires
+the entries that are due and are not finished, and is set again for the
+earliest one left. Finished entries leave the heap when they reach its top,
+and the heap is rebuilt when they pile up behind a long-running one, so its
+size stays proportional to the entries still live.
+
+A leaf module: the engine's call watchdog and the LLM client's attempt bounds
+both build on it, and it imports nothing of the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from heapq import heapify, heappop, heappush
+from itertools import count
+from typing import Any, Protocol
+
+
+class Expirable(Protocol):
+    finished: bool
+
+    def expire(self) -> None: ...
+
+
+def _current_task_lookup() -> Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]:
+    """`asyncio.current_task(loop)` without a Python frame: in 3.11 it is a Python
+    function reading a registry dict, read here directly; later it is C itself."""
+    registry = getattr(asyncio.current_task, "__globals__", {}).get("_current_tasks")
+    if isinstance(registry, dict):
+        lookup: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = registry.get
+        return lookup
+    return asyncio.current_task
+
+
+current_task = _current_task_lookup()
+
+
+class TimerHeap:
+    """The deadlines of one event loop. Hot paths may push and pop `_heap` inline
+    (as `push` and `disarmed` do) to spare a Python call per deadline."""
+
+    __slots__ = ("_heap", "_live", "_order", "_timer", "_timer_when", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._heap: list[tuple[float, int, Any]] = []
+        self._order = count()
+        self._live = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0.0
+
+    @property
+    def pending(self) -> int:
+        """Entries still on the heap (finished ones leave it lazily)."""
+        return len(self._heap)
+
+    def push(self, when: float, entry: Expirable) -> None:
+        """Expire `entry` at `when` (loop clock) unless it is finished by then."""
+        heappush(self._heap, (when, next(self._order), entry))
+        self._live += 1
+        if self._timer is None or when < self._timer_when:
+            self._schedule(when)
+
+    def disarmed(self) -> None:
+        """An entry was just marked finished."""
+        self._live = live = self._live - 1
+        heap = self._heap
+        while heap and heap[0][2].finished:
+            heappop(heap)
+        if len(heap) > 2 * live + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        self._heap = heap = [entry for entry in self._heap if not entry[2].finished]
+        heapify(heap)
+
+    def _schedule(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_at(when, self._fire)
+        self._timer_when = when
+
+    def _fire(self) -> None:
+        self._timer = None
+        heap = self._heap
+        now = self.loop.time()
+        while heap and (heap[0][0] <= now or heap[0][2].finished):
+            entry = heappop(heap)[2]
+            if not entry.finished:
+                entry.expire()
+        if heap:
+            self._schedule(heap[0][0])
