@@ -174,7 +174,7 @@ class GroupCommitWriter:
 
     @property
     def in_outage(self) -> bool:
-        """Whether the last write failed with a transient error and none has committed since."""
+        """Whether a write failed with a transient error and is being retried."""
         return self._outage is not None and self._outage.done()
 
     def outage(self) -> asyncio.Future[None]:
@@ -381,9 +381,13 @@ class GroupCommitWriter:
             if group is not None and not group.durable.done():
                 group.durable.set_exception(exc)
             return
+        finally:
+            # The outage lasts while a write is being retried: once the retries end,
+            # committed or given up, the next write finds out afresh (a start that
+            # stayed refused would never see the database come back).
+            if self.in_outage:
+                self._outage = None
         record_receipt_commit(len(rows), perf_counter() - started, ok=True)
-        if self.in_outage:
-            self._outage = None
         for listener in self._listeners if rows else ():
             try:
                 listener(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Literal
 
 import psycopg
@@ -14,6 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.service import writer as writer_module
 from app.service.errors import StorageUnavailable
 from app.service.outage import is_transient, retry_transient
 from app.service.run_records import NOT_RUN, record_run_start
@@ -250,3 +252,35 @@ async def test_a_run_start_caught_by_an_outage_answers_at_once_and_never_stays_r
     # nothing ran, and the run does not stay `running`.
     assert late is not None
     assert (late.status, late.call_count, late.outcome) == ("failed", 0, {"error": NOT_RUN})
+
+
+async def test_once_the_writer_gives_up_a_batch_the_next_start_tries_the_database_again(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No retry window: the first write fails for good at once.
+    monkeypatch.setattr(writer_module, "retry_transient", partial(retry_transient, window_s=0.0))
+    sessions = create_session_factory(engine)
+    flaky = FlakySessions(sessions, "before")
+    writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
+    writer.start()
+    start = {
+        "kind": "sequential",
+        "owner": "owner-a",
+        "contract_hash": HASH,
+        "instance_id": "i",
+        "caller": None,
+    }
+    try:
+        with pytest.raises(StorageUnavailable):
+            await record_run_start(flaky, run_id="run-2", writer=writer, **start)  # type: ignore[arg-type]
+        assert not writer.in_outage
+        # The database is back: the next start is written, not refused.
+        await record_run_start(flaky, run_id="run-3", writer=writer, **start)  # type: ignore[arg-type]
+    finally:
+        await writer.aclose()
+    async with sessions() as session:
+        runs = RunRepository(session)
+        assert await runs.get("run-2") is None
+        stored = await runs.get("run-3")
+    assert stored is not None
+    assert stored.status == "running"
