@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.receipt import Receipt, Status
@@ -17,6 +18,17 @@ from app.store.repositories.runs import RunRepository
 
 HASH = "sha256:" + "a" * 64
 RUN_ID = "run-1"
+
+
+class CommitCounter:
+    """Counts the commits made on `engine` from now on (SQLAlchemy's `commit` event)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.count = 0
+        event.listen(engine.sync_engine, "commit", self._committed)
+
+    def _committed(self, _connection: object) -> None:
+        self.count += 1
 
 
 @asynccontextmanager

@@ -215,6 +215,15 @@ async def test_a_batch_whose_commit_fails_in_the_driver_is_rolled_back_and_retri
     assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]
 
 
+RUN_START: dict[str, Any] = {
+    "kind": "sequential",
+    "owner": "owner-a",
+    "contract_hash": HASH,
+    "instance_id": "i",
+    "caller": None,
+}
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 async def test_a_run_start_caught_by_an_outage_answers_at_once_and_never_stays_running(
     engine: AsyncEngine,
@@ -224,21 +233,14 @@ async def test_a_run_start_caught_by_an_outage_answers_at_once_and_never_stays_r
     flaky = FlakySessions(sessions, when)
     writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
     writer.start()
-    start = {
-        "kind": "sequential",
-        "owner": "owner-a",
-        "contract_hash": HASH,
-        "instance_id": "i",
-        "caller": None,
-    }
     try:
         # Answered as soon as the write fails, not after the writer's retries.
         with pytest.raises(StorageUnavailable):
-            await record_run_start(flaky, run_id="run-2", writer=writer, **start)  # type: ignore[arg-type]
+            await record_run_start(flaky, run_id="run-2", writer=writer, **RUN_START)  # type: ignore[arg-type]
         assert writer.in_outage
         # While the outage lasts, a new start is refused without being queued.
         with pytest.raises(StorageUnavailable):
-            await record_run_start(flaky, run_id="run-3", writer=writer, **start)  # type: ignore[arg-type]
+            await record_run_start(flaky, run_id="run-3", writer=writer, **RUN_START)  # type: ignore[arg-type]
         await writer.flush()
         await writer.flush()  # the end queued once the late start committed
     finally:
@@ -263,19 +265,12 @@ async def test_once_the_writer_gives_up_a_batch_the_next_start_tries_the_databas
     flaky = FlakySessions(sessions, "before")
     writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
     writer.start()
-    start = {
-        "kind": "sequential",
-        "owner": "owner-a",
-        "contract_hash": HASH,
-        "instance_id": "i",
-        "caller": None,
-    }
     try:
         with pytest.raises(StorageUnavailable):
-            await record_run_start(flaky, run_id="run-2", writer=writer, **start)  # type: ignore[arg-type]
+            await record_run_start(flaky, run_id="run-2", writer=writer, **RUN_START)  # type: ignore[arg-type]
         assert not writer.in_outage
         # The database is back: the next start is written, not refused.
-        await record_run_start(flaky, run_id="run-3", writer=writer, **start)  # type: ignore[arg-type]
+        await record_run_start(flaky, run_id="run-3", writer=writer, **RUN_START)  # type: ignore[arg-type]
     finally:
         await writer.aclose()
     async with sessions() as session:

@@ -15,7 +15,7 @@ from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from tests.writer_support import HASH, engine_with_a_run, succeeded_receipt
+from tests.writer_support import HASH, CommitCounter, engine_with_a_run, succeeded_receipt
 
 
 @pytest.fixture
@@ -27,13 +27,7 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
     engine: AsyncEngine,
 ) -> None:
-    commits = 0
-
-    def count(_: object) -> None:
-        nonlocal commits
-        commits += 1
-
-    event.listen(engine.sync_engine, "commit", count)
+    commits = CommitCounter(engine)
     writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
     writer.start()
     try:
@@ -41,7 +35,7 @@ async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
         await asyncio.gather(*futures)
     finally:
         await writer.aclose()
-    assert 1 <= commits < 20
+    assert 1 <= commits.count < 20
     async with create_session_factory(engine)() as session:
         stored = await ReceiptRepository(session).list_for_run("run-1")
     assert [r.seq for r in stored] == list(range(200))
@@ -96,13 +90,7 @@ async def test_a_failed_write_fails_the_waiting_receipts(engine: AsyncEngine) ->
 async def test_run_starts_and_ends_share_group_commits_with_receipts(
     engine: AsyncEngine,
 ) -> None:
-    commits = 0
-
-    def count(_: object) -> None:
-        nonlocal commits
-        commits += 1
-
-    event.listen(engine.sync_engine, "commit", count)
+    commits = CommitCounter(engine)
     writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
     writer.start()
     now = datetime.now(UTC)
@@ -125,7 +113,7 @@ async def test_run_starts_and_ends_share_group_commits_with_receipts(
                 for index in range(50)
             )
         )
-        started_commits = commits
+        started_commits = commits.count
         receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
         end = writer.end_run(
             {"run_id": "run-1", "status": "succeeded", "call_count": 1, "finished_at": now}

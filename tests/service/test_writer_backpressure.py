@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.contract import Contract
@@ -21,6 +20,7 @@ from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.engine.harness import OWNER, Harness, tool, until, write_contract
+from tests.writer_support import CommitCounter
 
 
 @pytest.fixture
@@ -88,16 +88,10 @@ async def test_calls_wait_while_the_backlog_is_over_its_bound(
 async def test_receipts_of_one_transaction_share_one_future_and_one_commit(
     database: AsyncEngine, contract: Contract
 ) -> None:
-    commits = 0
-
-    def count(_: object) -> None:
-        nonlocal commits
-        commits += 1
-
     writer = GroupCommitWriter(create_session_factory(database), linger_s=0)
     harness = _harness(contract, writer)
     run = await _open_run(database, harness)
-    event.listen(database.sync_engine, "commit", count)
+    commits = CommitCounter(database)
 
     # Not started yet: the whole plan queues, then goes in one transaction.
     plan = asyncio.create_task(harness.sequential([(str(i), "n", {}) for i in range(50)], run=run))
@@ -107,7 +101,7 @@ async def test_receipts_of_one_transaction_share_one_future_and_one_commit(
     await writer.aclose()
     await harness.engine.aclose()
     assert len(outcome.receipts) == 50
-    assert commits == 1
+    assert commits.count == 1
     assert writer.room() is None
 
 
