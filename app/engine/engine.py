@@ -188,11 +188,15 @@ class Engine:
         *,
         call_key: str,
         item_key: str | None = None,
+        checked_fingerprint: str | None = None,
     ) -> Receipt:
         """Run one call in an open run; returns once its receipt (and children's) is durable.
 
         Raises CallRejected when the run's owner may not call `tool_id`. Arguments
         that fail the input schema give a `failed` receipt (kind input_schema).
+        `checked_fingerprint`: the caller (the router's proposal check) already
+        validated `args` with the tool's input schema and fingerprinted them; the
+        engine does not do either again.
         """
         reasons = self._pipeline.target_problems(state.identity.owner, tool_id)
         if reasons:
@@ -201,7 +205,17 @@ class Engine:
         tool = self._contract.tools[tool_id]
         seq = state.allocate_seq()
         await _settled(
-            state, self._pipeline.execute(state, tool, args, seq, call_key, item_key, out)
+            state,
+            self._pipeline.execute(
+                state,
+                tool,
+                args,
+                seq,
+                call_key,
+                item_key,
+                out,
+                checked_fingerprint=checked_fingerprint,
+            ),
         )
         return out[0]
 

@@ -134,8 +134,13 @@ class CallPipeline:
         item_key: str | None,
         out: list[Receipt],
         parent_receipt_id: str | None = None,
+        *,
+        checked_fingerprint: str | None = None,
     ) -> Receipt:
         """Run one call; its receipt is appended to `out`, even when cancelled.
+
+        `checked_fingerprint`: the caller already checked `args` against the tool's
+        input schema (the same compiled validator) and this is their fingerprint.
 
         One coroutine frame for the whole call, attempts included: this runs once
         per call, and what only rare paths need (waits, retries, failures) is in
@@ -143,9 +148,12 @@ class CallPipeline:
         """
         spec = self._specs[tool.id]
         call = Call(state, tool, args, seq, call_key, item_key, parent_receipt_id, self._clock())
-        if not spec.args_valid(args):
+        if checked_fingerprint is not None:
+            call.fingerprint = checked_fingerprint
+        elif not spec.args_valid(args):
             return self._reject_args(call, out)
-        call.fingerprint = fingerprint(tool.id, args)
+        else:
+            call.fingerprint = fingerprint(tool.id, args)
         deadline = state.deadline
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, Status.SKIPPED, None, DEADLINE_SKIP)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from app.contract.canonical import fingerprint
 from app.engine import CallRejected
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.ports import CachedOutput
@@ -27,6 +28,27 @@ async def test_run_call_allocates_sequence_numbers_in_an_open_run(make_harness: 
     assert first.output["args"] == {"x": 1}
     assert second.output["kind"] == RunKind.ROUTER.value
     assert second.idempotency_key == f"{run.identity.run_id}:6"
+
+
+async def test_run_call_takes_a_checked_fingerprint_instead_of_checking_again(
+    make_harness: Any,
+) -> None:
+    harness = make_harness({"e": tool("aecho")})
+    run = harness.engine.open_run(harness.identity())
+    checked = fingerprint("e", {"x": 1})
+
+    handed = await harness.engine.run_call(
+        run, "e", {"x": 1}, call_key="a", checked_fingerprint=checked
+    )
+    computed = await harness.engine.run_call(run, "e", {"x": 1}, call_key="b")
+
+    assert handed.status is Status.SUCCEEDED
+    assert handed.fingerprint == computed.fingerprint == checked
+    # The handed value is used as given: the engine neither validates nor hashes again.
+    marked = await harness.engine.run_call(
+        run, "e", {"x": 2}, call_key="c", checked_fingerprint="f"
+    )
+    assert marked.fingerprint == "f"
 
 
 @pytest.mark.parametrize(
