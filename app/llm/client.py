@@ -31,7 +31,7 @@ from typing import NamedTuple
 import httpx
 
 from app.llm import anthropic, openai
-from app.llm.bounds import AttemptBounds, Bound
+from app.llm.bounds import AttemptBounds
 from app.llm.errors import LLMConfigurationError, LLMMalformedResponse, LLMTransportError
 from app.llm.messages import Message, ModelReply, ToolDefinition
 from app.llm.profiles import ModelProfile
@@ -112,7 +112,7 @@ class LLMClient:
             raise LLMConfigurationError(
                 f"model profile {profile.name!r}: unknown provider {profile.provider!r}"
             )
-        api_key = self._api_key(profile)
+        api_key = None if profile.api_key_env is None else self._api_key(profile)
         request = adapter.build_request(profile, messages, tools, api_key)
         body = await self._post(profile, request, api_key)
         try:
@@ -139,7 +139,7 @@ class LLMClient:
     async def _post(
         self, profile: ModelProfile, request: ProviderRequest, key: str | None
     ) -> bytes:
-        content = request.content()
+        content = request.body
         for attempt in range(1, self._max_attempts + 1):
             delay: float | None = None
             try:
@@ -186,22 +186,25 @@ class LLMClient:
             timeout=profile.timeout_s,
         )
         # httpx's timeout bounds each phase; the attempt bound bounds the whole attempt.
-        with self._within(profile.timeout_s):
+        bounds = self._bounds
+        if bounds is None or bounds.loop is not asyncio.get_running_loop():
+            bounds = self._bounds = AttemptBounds(asyncio.get_running_loop())
+        with bounds.within(profile.timeout_s):
             response = await http.send(sent, stream=True)
             try:
-                ok = 200 <= response.status_code < 300
-                limit = self._max_response_bytes if ok else _ERROR_EXCERPT_BYTES
-                body, complete = await _read_capped(response, limit)
+                status = response.status_code
+                limit = self._max_response_bytes if 200 <= status < 300 else _ERROR_EXCERPT_BYTES
+                try:
+                    # A transport that answered with the whole body (no read to await).
+                    body, complete = response.content, True
+                except httpx.ResponseNotRead:
+                    body, complete = await _read_streamed(response, limit)
+                else:
+                    if len(body) > limit:
+                        body, complete = body[:limit], False
             finally:
                 await response.aclose()
-            return _Answer(response.status_code, response.headers, body, complete)
-
-    def _within(self, seconds: float) -> Bound:
-        loop = asyncio.get_running_loop()
-        bounds = self._bounds
-        if bounds is None or bounds.loop is not loop:
-            bounds = self._bounds = AttemptBounds(loop)
-        return bounds.within(seconds)
+            return _Answer(status, response.headers, body, complete)
 
     def _url(self, url: str) -> httpx.URL:
         parsed = self._urls.get(url)
@@ -266,13 +269,8 @@ def _seconds(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    try:
-        body = response.content  # a transport that answered with the whole body
-    except httpx.ResponseNotRead:
-        pass
-    else:
-        return (body, True) if len(body) <= limit else (body[:limit], False)
+async def _read_streamed(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """The body of a response not read yet, up to `limit` bytes; whether it was whole."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():

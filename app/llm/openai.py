@@ -181,7 +181,12 @@ def parse_response(body: bytes) -> ModelReply:
     elif not isinstance(text, str):
         optional_text(text, "message.content")
     raw_calls = message.get("tool_calls")
-    calls = () if raw_calls is None else _tool_calls(expect_list(raw_calls, "message.tool_calls"))
+    if raw_calls is None:
+        calls: tuple[ToolCall, ...] = ()
+    elif isinstance(raw_calls, list):
+        calls = _tool_calls(raw_calls)
+    else:
+        calls = _tool_calls(expect_list(raw_calls, "message.tool_calls"))  # raises
     usage = data.get("usage")
     if usage is None:
         counted = _NO_USAGE

@@ -48,6 +48,8 @@ class RunPlan:
     tools: Mapping[str, Tool]
     guardrails: tuple[PolicyCallable, ...]
     completion: Completion | None
+    # The steps' arguments passed their tools' input schemas here (not when resuming).
+    steps_checked: bool = True
 
 
 def admit(
@@ -96,6 +98,7 @@ def admit(
         tools=tools,
         guardrails=guardrails,
         completion=completion,
+        steps_checked=not resuming,
     )
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.contract.compiled import Tool
 from app.engine.errors import CallRejected
@@ -20,12 +19,16 @@ from app.router.observations import observation
 from app.router.session import RunSession
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(NamedTuple):
+    """A call the router admitted, for the engine. (Immutable; one is built per call.)"""
+
     call_id: str
     call_key: str
     tool: Tool
     args: Mapping[str, Any]
+    # The arguments' fingerprint when the router validated them with this tool's
+    # compiled input schema (the engine then does neither again); None: not checked.
+    checked_fingerprint: str | None = None
 
 
 async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str, str]:
@@ -41,7 +44,13 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
     async def one(item: Admitted) -> Receipt:
         async with gate:
             started.add(item.call_id)
-            return await engine.run_call(state, item.tool.id, item.args, call_key=item.call_key)
+            return await engine.run_call(
+                state,
+                item.tool.id,
+                item.args,
+                call_key=item.call_key,
+                checked_fingerprint=item.checked_fingerprint,
+            )
 
     tasks = [asyncio.create_task(one(item)) for item in admitted]
     try:
@@ -57,8 +66,7 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
                 receipt = engine.record_not_started(
                     state, item.tool.id, item.args, call_key=item.call_key
                 )
-                session.state.add_receipt(receipt.to_stored(), None)
-                session.receipts.append(receipt)
+                session.keep(receipt, receipt.to_stored(), None)
         with suppress(Exception):
             await state.flush()
         raise
@@ -80,7 +88,11 @@ async def _execute_one(session: RunSession, item: Admitted) -> dict[str, str]:
     state = session.engine_state
     try:
         receipt = await session.kit.engine.run_call(
-            state, item.tool.id, item.args, call_key=item.call_key
+            state,
+            item.tool.id,
+            item.args,
+            call_key=item.call_key,
+            checked_fingerprint=item.checked_fingerprint,
         )
     except CallRejected as error:
         result = "rejected: engine: " + "; ".join(error.reasons)
@@ -93,7 +105,8 @@ async def _execute_one(session: RunSession, item: Admitted) -> dict[str, str]:
         raise
     else:
         result = _settle(session, receipt)
-    _collect_dispatched(session)
+    if len(state.dispatched) != session.dispatched_seen:
+        _collect_dispatched(session)
     return {item.call_id: result}
 
 
@@ -113,8 +126,7 @@ async def deny(
     )
     text = f"denied: {reason}"
     seen = {"call_key": call_key, "tool": tool.id, "status": "denied", "summary": text}
-    session.state.add_receipt(receipt.to_stored(), seen | {"truncated": False})
-    session.receipts.append(receipt)
+    session.keep(receipt, receipt.to_stored(), seen | {"truncated": False})
     session.record(
         "router.call_denied",
         {
@@ -133,8 +145,7 @@ async def deny(
 def _settle(session: RunSession, receipt: Receipt) -> str:
     stored = receipt.to_stored()
     seen = observation(stored, session.kit.limits.max_observation_chars)
-    session.state.add_receipt(stored, seen)
-    session.receipts.append(receipt)
+    session.keep(receipt, stored, seen)
     return str(seen["summary"])
 
 
@@ -147,5 +158,4 @@ def _collect_dispatched(session: RunSession) -> None:
     known = {r.receipt_id for r in session.receipts}
     for receipt in dispatched:
         if receipt.receipt_id not in known:
-            session.state.add_receipt(receipt.to_stored(), None)
-            session.receipts.append(receipt)
+            session.keep(receipt, receipt.to_stored(), None)

@@ -122,7 +122,7 @@ def outcome(
         attempts=state.attempts,
         turns=state.turns,
         state=state.to_public(),
-        receipts=[r.to_response() for r in sorted(session.receipts, key=lambda r: r.seq)],
+        receipts=session.caller_copies(),
         pending=pending,
     )
 

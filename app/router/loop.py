@@ -186,7 +186,12 @@ class RouterRun:
             offer = self._offer()
             messages = assembly.router_messages(session, offer, self.messages, self._wire)
             reply = await ask(
-                session, self.plan.router_profile, messages, offer.definitions, "router"
+                session,
+                self.plan.router_profile,
+                messages,
+                offer.definitions,
+                "router",
+                budgets_checked=True,
             )
             if isinstance(reply, str):
                 return self._stop(reply)
@@ -254,11 +259,19 @@ class RouterRun:
             batch.take(verdict)
             batch.fingerprints.add(verdict.fingerprint)
             state.remember(verdict.fingerprint)
-            state.advance_streak(verdict.tool.id)
+            state.advance_streak(verdict.tool.id, streak)  # (computed for this candidate)
             if verdict.tool.requires_confirmation:
                 pending.append(self._pending_call(call, call_key, verdict))
                 continue
-            admitted.append(Admitted(call.id, call_key, verdict.tool, verdict.args))
+            admitted.append(
+                Admitted(
+                    call.id,
+                    call_key,
+                    verdict.tool,
+                    verdict.args,
+                    session.checked(verdict.tool, verdict.fingerprint),
+                )
+            )
             session.record(
                 "router.call_admitted",
                 {
@@ -364,7 +377,11 @@ class RouterRun:
                 call_key=step.call_key,
             )
             self.state.advance_streak(tool.id)
-            await execute(session, [Admitted("", step.call_key, tool, args)])
+            # Admission validated the step's arguments with this tool's input schema.
+            checked = (
+                session.checked(tool, candidate.fingerprint) if self.plan.steps_checked else None
+            )
+            await execute(session, [Admitted("", step.call_key, tool, args, checked)])
 
     # -- decisions ------------------------------------------------------------
 

@@ -20,15 +20,20 @@ async def ask(
     messages: Sequence[Message],
     tools: Sequence[ToolDefinition],
     role: str,
+    *,
+    budgets_checked: bool = False,
 ) -> ModelReply | str | None:
     """The reply; a stop; or None for a malformed reply (counted, to be retried).
 
     Transport faults were already retried by the client; what reaches here ends
     the run (`llm_error`). The call is bounded by the time the run has left.
+    `budgets_checked`: the caller checked `session.budget_stop` just before (the
+    router turn does, with the turn bound), so it is not checked again here.
     """
-    stop = session.budget_stop(router_turn=False)
-    if stop is not None:
-        return stop
+    if not budgets_checked:
+        stop = session.budget_stop(router_turn=False)
+        if stop is not None:
+            return stop
     state = session.state
     if role == "router":
         state.turns += 1

@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 
 TRUNCATION_MARKER = "…[truncated: showed {shown} of {total} characters]"
+_COMPACT = orjson.OPT_NON_STR_KEYS
+_INDENTED = orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:
@@ -55,7 +57,7 @@ def render(observations: Sequence[Mapping[str, Any]]) -> str:
 
 
 def to_json_text(value: Any, *, indent: bool = False) -> str:
-    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    option = _INDENTED if indent else _COMPACT
     return orjson.dumps(value, option=option, default=_fallback).decode()
 
 

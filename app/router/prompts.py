@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from app.contract.canonical import sha256_digest
 from app.contract.yaml_loader import YAMLLoadError, parse_yaml
@@ -75,19 +75,30 @@ class Prompt:
     digest: str
     # The body split at its placeholders: text, name, text, ..., text (parsed once).
     parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # Whether the body uses every declared placeholder (a loaded prompt does): then
+    # filling the parts finds any missing value, without checking the keys first.
+    uses_all: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "parts", tuple(_PLACEHOLDER.split(self.body)))
+        parts = tuple(_PLACEHOLDER.split(self.body))
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "uses_all", self.placeholders <= set(parts[1::2]))
 
     def render(self, values: Mapping[str, str]) -> str:
-        if not values.keys() >= self.placeholders:
-            missing = self.placeholders - values.keys()
-            raise KeyError(f"prompt {self.name!r} needs values for {sorted(missing)}")
+        if not self.uses_all and not values.keys() >= self.placeholders:
+            self._missing(values)
         # One pass: the text of a value is never searched for placeholders.
         pieces = list(self.parts)
-        for index in range(1, len(pieces), 2):
-            pieces[index] = values[pieces[index]]
+        try:
+            for index in range(1, len(pieces), 2):
+                pieces[index] = values[pieces[index]]
+        except KeyError:
+            self._missing(values)
         return "".join(pieces)
+
+    def _missing(self, values: Mapping[str, str]) -> NoReturn:
+        missing = (self.placeholders | set(self.parts[1::2])) - values.keys()
+        raise KeyError(f"prompt {self.name!r} needs values for {sorted(missing)}") from None
 
 
 class PromptSet:

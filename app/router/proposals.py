@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -53,8 +53,10 @@ class Rejection:
         return f"rejected: {self.kind.value}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A proposal that passed the check: its arguments validated with the tool's
+    input schema, and their fingerprint. (Immutable; one is built per call.)"""
+
     tool: Tool
     args: dict[str, Any]
     fingerprint: str

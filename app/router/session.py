@@ -37,8 +37,12 @@ class RunSession:
         # method (a few decisions a turn, without a forwarding frame).
         self.record = sink.record
         self.state = state
+        # The engine's tools (its contract is fixed for its lifetime).
+        self.registered: Mapping[str, Tool] = kit.engine.contract.tools
         # This stretch's receipts, in the caller's copy; the state keeps every redacted one.
         self.receipts: list[Receipt] = []
+        # The redacted copy of each of `receipts` (same order), rendered once per receipt.
+        self._stored: list[dict[str, Any]] = []
         # How many of the engine run's dispatched receipts were already collected.
         self.dispatched_seen = 0
         loop = asyncio.get_running_loop()
@@ -54,9 +58,11 @@ class RunSession:
             identity, RunKind.ROUTER, deadline_s=max(remaining, 0.001), first_seq=next_seq
         )
 
-    @property
-    def registered(self) -> Mapping[str, Tool]:
-        return self.kit.engine.contract.tools
+    def checked(self, tool: Tool, fingerprint: str) -> str | None:
+        """`fingerprint`, to hand to `Engine.run_call` as checked, when the arguments
+        were validated with the very tool the engine runs (its compiled input schema);
+        None when the run's tool is not the engine's own (the engine checks again)."""
+        return fingerprint if self.registered.get(tool.id) is tool else None
 
     def elapsed(self) -> float:
         return self.state.elapsed_s + (self._now() - self._t0)
@@ -68,7 +74,10 @@ class RunSession:
     def deadline_watch(self) -> Watchdog:
         """`with session.deadline_watch():` cancels the current task when the run's
         time is up, and turns that into `WatchdogExpired`."""
-        return self._deadlines.arm(self._t0 + (self.plan.budgets.deadline_s - self.state.elapsed_s))
+        # `Watchdog(deadlines, when)` is what `Deadlines.arm` returns, a frame fewer.
+        return Watchdog(
+            self._deadlines, self._t0 + (self.plan.budgets.deadline_s - self.state.elapsed_s)
+        )
 
     def freeze_time(self) -> None:
         """Fold the time spent so far into the state (before it is kept or reported)."""
@@ -86,6 +95,39 @@ class RunSession:
             return Stop.DEADLINE.value
         return None
 
+    def keep(
+        self, receipt: Receipt, stored: dict[str, Any], observation: dict[str, Any] | None
+    ) -> None:
+        """Keep a settled receipt of this stretch, with `stored` = `receipt.to_stored()`
+        (kept as given: pass a fresh one) and what the model saw of it, if anything."""
+        self.state.add_receipt(stored, observation)
+        self.receipts.append(receipt)
+        self._stored.append(stored)
+
+    def caller_copies(self) -> list[dict[str, Any]]:
+        """This stretch's receipts in the caller's copy (`Receipt.to_response()`), in
+        sequence order, derived from the redacted copies kept rather than rendered again."""
+        kept = sorted(zip(self.receipts, self._stored, strict=True), key=lambda pair: pair[0].seq)
+        return [caller_copy(receipt, stored) for receipt, stored in kept]
+
     def records(self) -> list[dict[str, Any]]:
         """Every receipt of the run (redacted), in sequence order."""
         return sorted(self.state.records, key=lambda record: int(record["seq"]))
+
+
+# What `Receipt.to_stored()` adds to the fields of `Receipt.to_response()`.
+_STORED_ONLY = ("run_id", "seq", "owner", "definition_hash")
+
+
+def caller_copy(receipt: Receipt, stored: dict[str, Any]) -> dict[str, Any]:
+    """`receipt.to_response()`, from `stored` (its `to_stored()`): the same keys in the
+    same order, with the real output, error and control in place of the redacted ones."""
+    view = stored.copy()
+    for key in _STORED_ONLY:
+        del view[key]
+    view["output"] = receipt.output
+    error = receipt.error
+    view["error"] = None if error is None else error.to_dict()
+    control = receipt.control
+    view["control"] = None if control is None else dict(control)
+    return view

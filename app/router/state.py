@@ -21,6 +21,7 @@ _ERROR_COUNTS = {
     "interrupted": "execution_errors",
     "guardrail": "guardrail_denials",
 }
+_NUMBERS = (int, float)
 COUNTS = (
     "schema_errors",
     "timeouts",
@@ -106,8 +107,9 @@ class RouterState:
     def next_streak(self, tool: str) -> int:
         return self.streak + 1 if tool == self.streak_tool else 1
 
-    def advance_streak(self, tool: str) -> None:
-        self.streak = self.next_streak(tool)
+    def advance_streak(self, tool: str, streak: int | None = None) -> None:
+        """Count one more call of `tool`; `streak` is `next_streak(tool)`, if known."""
+        self.streak = self.next_streak(tool) if streak is None else streak
         self.streak_tool = tool
 
     def count(self, name: str, by: int = 1) -> None:
@@ -130,19 +132,22 @@ class RouterState:
         """
         tool = stored["tool"]
         status = stored["status"]
-        entry = self.tools.setdefault(tool, {"calls": 0, "results": {}})
+        entry = self.tools.get(tool)
+        if entry is None:
+            entry = self.tools[tool] = {"calls": 0, "results": {}}
         if status != "denied":
             entry["calls"] += 1
             if stored.get("parent_receipt_id") is None:
                 self.calls += 1
-        entry["results"][status] = entry["results"].get(status, 0) + 1
+        results = entry["results"]
+        results[status] = results.get(status, 0) + 1
         error = stored.get("error")
         if error is not None:
             counter = _ERROR_COUNTS.get(str(error.get("kind")))
             if counter is not None:
                 self.count(counter)
         duration = stored.get("duration_ms")
-        if isinstance(duration, int | float):
+        if isinstance(duration, _NUMBERS):
             self.tool_latency_ms = round(self.tool_latency_ms + duration, 3)
         self.records.append(stored)
         if observation is not None:

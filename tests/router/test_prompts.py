@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.router.prompts import PROMPTS, PromptError, load_prompts
+from app.router.prompts import PROMPTS, Prompt, PromptError, load_prompts
 from tests.router.harness import PROMPTS_DIR
 
 
@@ -113,3 +113,20 @@ def test_an_invalid_prompt_is_refused(prompts: Path, text: str, expected: str) -
 def test_a_file_that_is_not_utf8_is_refused(prompts: Path) -> None:
     (prompts / "final.retry.md").write_bytes(b"---\n\xff\n")
     assert any("not UTF-8" in p for p in problems(prompts))
+
+
+def test_a_missing_value_is_named(prompts: Path) -> None:
+    loaded = load_prompts(prompts)
+
+    with pytest.raises(KeyError, match=r"prompt 'router\.task' needs values for \['context'"):
+        loaded.render("router.task", goal="g", observations="o")
+
+
+def test_a_declared_placeholder_needs_a_value_even_where_the_body_does_not_use_it() -> None:
+    # Loaded prompts use every placeholder they declare; one built otherwise still
+    # needs a value for each declared placeholder.
+    prompt = Prompt("p", 1, frozenset({"used", "unused"}), "Say {{used}}.", "sha256:x")
+
+    assert prompt.render({"used": "hi", "unused": "", "extra": "x"}) == "Say hi."
+    with pytest.raises(KeyError, match=r"needs values for \['unused'\]"):
+        prompt.render({"used": "hi"})
