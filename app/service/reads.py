@@ -18,8 +18,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import ServiceError, StorageUnavailable
-from app.store.models import AuditEvent, Receipt, Run
-from app.store.repositories.audit import AuditRepository
+from app.store.models import Receipt, Run
+from app.store.repositories.audit import AuditRepository, StoredAuditEvent
 from app.store.repositories.pagination import Keyset as Keyset
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -146,6 +146,7 @@ class ReadService:
             rows = await AuditRepository(session).list_for_run(
                 run_id, after_id=after_id, limit=limit + 1
             )
+        # Event ids, not row ids: a row may hold two events (`AuditRepository`).
         return _in_run_order(rows, limit, audit_view, lambda event: event.id)
 
     @asynccontextmanager
@@ -232,7 +233,7 @@ def receipt_view(receipt: Receipt) -> dict[str, Any]:
     }
 
 
-def audit_view(event: AuditEvent) -> dict[str, Any]:
+def audit_view(event: StoredAuditEvent) -> dict[str, Any]:
     return {
         "id": event.id,
         "run_id": event.run_id,
