@@ -54,7 +54,7 @@ def _first_pointer_deeper_than(data: Any, max_depth: int) -> str | None:
         if depth + 1 > max_depth:
             return pointer
         for key, child in children:
-            if isinstance(child, dict | list):
+            if isinstance(child, (dict, list)):
                 escaped = str(key).replace("~", "~0").replace("/", "~1")
                 stack.append((child, depth + 1, f"{pointer}/{escaped}"))
     return None

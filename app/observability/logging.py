@@ -40,20 +40,28 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": _message(record),
-            "request_id": None if context is None else _text(context.request_id),
-            "run_id": None if context is None else _text(context.run_id),
-            "caller": None if context is None else _text(context.caller),
+            "request_id": None,
+            "run_id": None,
+            "caller": None,
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and key not in line:
-                line[redact_text(key)] = _redacted(value)
+        if context is not None:
+            line["request_id"] = context.request_id
+            line["run_id"] = context.run_id
+            line["caller"] = context.caller
+        fields = record.__dict__
+        # Extra fields in name order: the set difference is one C pass over the record.
+        for key in sorted(fields.keys() - _STANDARD):
+            if key not in line:
+                line[key] = _plain(fields[key])
         if record.exc_info:
-            line["exc"] = redact_text(self.formatException(record.exc_info))
+            line["exc"] = self.formatException(record.exc_info)
         elif record.exc_text:
-            line["exc"] = redact_text(record.exc_text)
+            line["exc"] = record.exc_text
         if record.stack_info:
-            line["stack"] = redact_text(self.formatStack(record.stack_info))
-        return orjson.dumps(line, default=_fallback).decode()
+            line["stack"] = self.formatStack(record.stack_info)
+        # The whole line, keys and values, in one pass: a line that holds none of
+        # the patterns' literals (most) is proven clean by one scan of its JSON.
+        return orjson.dumps(DEFAULT_REDACTOR.redact(line), default=_fallback).decode()
 
 
 class RedactingTextFormatter(logging.Formatter):
@@ -91,21 +99,22 @@ def _timestamp(created: float) -> str:
 
 
 def _message(record: logging.LogRecord) -> str:
+    """The rendered message, not yet redacted."""
     try:
-        return redact_text(record.getMessage())
+        return record.getMessage()
     except Exception:  # a bad format call: logging would print its arguments unredacted
-        return redact_text(f"{record.msg!s} (log arguments did not match the format)")
+        return f"{record.msg!s} (log arguments did not match the format)"
 
 
-def _text(value: str | None) -> str | None:
-    return None if value is None else redact_text(value)
+# A tuple, not `bool | int | float`: that expression builds a union object per call.
+_SCALARS = (str, bool, int, float)
 
 
-def _redacted(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float):
+def _plain(value: Any) -> Any:
+    """An extra field as the line holds it before the line is redacted: JSON values
+    as they are, anything else as its redacted `repr`."""
+    if value is None or isinstance(value, _SCALARS):
         return value
-    if isinstance(value, str):
-        return redact_text(value)
     try:
         orjson.dumps(value)
     except TypeError:

@@ -13,7 +13,6 @@ import re
 from time import perf_counter
 from typing import Any
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.observability.context import LogContext, enter_context, leave_context
@@ -21,6 +20,7 @@ from app.observability.labels import Children, http_method, status_class
 from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
 
 REQUEST_ID_HEADER = "x-request-id"
+_REQUEST_ID_NAME = REQUEST_ID_HEADER.encode("latin-1")
 UNMATCHED = "unmatched"
 # Probes and scrapes arrive every few seconds; their request lines go out at DEBUG.
 QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -61,6 +61,7 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = incoming_request_id(scope) or new_request_id()
+        id_value = request_id.encode("latin-1")
         context = LogContext(request_id=request_id, request_state=scope.setdefault("state", {}))
         token = enter_context(context)
         status = 500
@@ -70,7 +71,7 @@ class ObservabilityMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                MutableHeaders(scope=message).append(REQUEST_ID_HEADER, request_id)
+                message["headers"] = [*message.get("headers", ()), (_REQUEST_ID_NAME, id_value)]
             await send(message)
 
         started = perf_counter()
@@ -86,12 +87,16 @@ class ObservabilityMiddleware:
             leave_context(token)
 
     def _record(self, scope: Scope, status: int, seconds: float, error: str | None) -> None:
-        method = http_method(scope["method"])
+        method = scope["method"]
+        label = http_method(method)
         route = route_template(scope)
-        _HTTP_REQUESTS(method, route, status_class(status)).inc()
-        _HTTP_DURATION(method, route).observe(seconds)
+        _HTTP_REQUESTS(label, route, status_class(status)).inc()
+        _HTTP_DURATION(label, route).observe(seconds)
+        level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
+        if not logger.isEnabledFor(level):
+            return
         fields: dict[str, Any] = {
-            "method": scope["method"],
+            "method": method,
             "route": route,
             "path": scope.get("path", ""),
             "status": status,
@@ -99,5 +104,12 @@ class ObservabilityMiddleware:
         }
         if error is not None:
             fields["error"] = error
-        level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
-        logger.log(level, "%s %s %d", scope["method"], route, status, extra=fields)
+        # `logger.log` would walk the stack for the call site: always this function.
+        record = logger.makeRecord(
+            logger.name, level, __file__, _LINE, "%s %s %d", (method, route, status), None,
+            "_record", fields,
+        )  # fmt: skip
+        logger.handle(record)
+
+
+_LINE = ObservabilityMiddleware._record.__code__.co_firstlineno

@@ -133,7 +133,7 @@ async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
         raise StorageUnavailable(f"{failure}: the database is unavailable")
     durable = writer.start_run(row)
     if not durable.done():
-        await asyncio.wait((durable, writer.outage()), return_when=asyncio.FIRST_COMPLETED)
+        await _first_done(durable, writer.outage())
     if not durable.done():
         writer.end_once_started(
             durable,
@@ -147,6 +147,26 @@ async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
         )
         raise StorageUnavailable(f"{failure}: the database is unavailable")
     await _committed(durable, failure)
+
+
+async def _first_done(*futures: asyncio.Future[None]) -> None:
+    """Wait until one of `futures` is done, cancelling none of them (they are shared).
+
+    What `asyncio.wait(..., return_when=FIRST_COMPLETED)` does, without its set,
+    its argument checks and its task wrapping: this runs once per run start."""
+    waiter = asyncio.get_running_loop().create_future()
+
+    def wake(_: asyncio.Future[None]) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        for future in futures:
+            future.remove_done_callback(wake)
 
 
 async def _committed(durable: asyncio.Future[None], failure: str) -> None:

@@ -164,3 +164,24 @@ def test_the_timestamp_is_the_records_time_in_utc_to_the_millisecond() -> None:
     for created in (1_764_518_400.0, 1_764_518_400.0004999, 1_764_518_400.9999996, 0.5, 42.123):
         expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
         assert _timestamp(created) == expected
+
+
+def test_extra_fields_follow_the_standard_ones_in_name_order() -> None:
+    line = orjson.loads(JsonFormatter().format(_record("x", zeta=1, alpha=2, mid=3)))
+
+    assert list(line)[-3:] == ["alpha", "mid", "zeta"]
+
+
+def test_the_whole_line_is_redacted_context_and_keys_included() -> None:
+    token = enter_context(LogContext(request_id=f"Bearer {SECRET}"))
+    try:
+        bind_run("run-1", f"user {SECRET}")
+        text = JsonFormatter().format(_record("x", **{f"k {SECRET}": [f"v {SECRET}"]}))
+    finally:
+        leave_context(token)
+
+    assert SECRET not in text
+    line = orjson.loads(text)
+    assert line["request_id"] == "Bearer [REDACTED]"
+    assert line["caller"] == "user [REDACTED]"
+    assert line["k [REDACTED]"] == ["v [REDACTED]"]

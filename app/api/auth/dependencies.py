@@ -43,7 +43,10 @@ def install_auth(
 
 async def authenticated(request: Request) -> Principal:
     """Any valid key (or open mode), whatever its scopes."""
-    cached = getattr(request.state, "principal", None)
+    # The scope's state is what `request.state` wraps; read directly, a request
+    # not yet authenticated costs no AttributeError.
+    request_state = request.scope.setdefault("state", {})
+    cached = request_state.get("principal")
     if isinstance(cached, Principal):
         return cached
     state = request.app.state
@@ -51,7 +54,7 @@ async def authenticated(request: Request) -> Principal:
         raise RuntimeError("auth is not installed on this app: call install_auth")
     keyring: KeyRing | None = state.keyring
     principal = OPEN if keyring is None else _authenticate(request, keyring, state.auth_throttle)
-    request.state.principal = principal
+    request_state["principal"] = principal
     return principal
 
 

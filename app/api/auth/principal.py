@@ -8,6 +8,7 @@ is decided by `can_see_run` / `visible_run_creator`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 PLANS_EXECUTE = "plans:execute"
 ROUTER_RUN = "router:run"
@@ -25,6 +26,12 @@ _IMPLIED: dict[str, frozenset[str]] = {
 }
 
 
+@lru_cache(maxsize=256)  # one entry per set of scopes a key file declares
+def _granted(scopes: frozenset[str]) -> frozenset[str]:
+    """The scopes held, with the ones they imply."""
+    return scopes.union(*(_IMPLIED.get(scope, ()) for scope in scopes))
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """`name` is the key's name, recorded on runs, audit events and logs; None in open mode."""
@@ -33,7 +40,7 @@ class Principal:
     scopes: frozenset[str]
 
     def has(self, scope: str) -> bool:
-        return any(s == scope or scope in _IMPLIED.get(s, ()) for s in self.scopes)
+        return scope in _granted(self.scopes)
 
     @property
     def can_read_all_runs(self) -> bool:
