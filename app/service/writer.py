@@ -18,11 +18,10 @@ While the writer has work, every `turn_every`-th call start waits one turn of
 the event loop (`room()`), so a long plan of calls that never wait cannot keep
 the writer from sending earlier batches until it ends.
 
-Fewer rows for the same record: a call's `call.started` and `call.finished`
-events that fall in one transaction share one audit row (the audit read
-expands it: `app.store.repositories.audit`), and a run whose start and end
-fall in one transaction is inserted already ended. Neither holds anything a
-crash could separate: what one transaction writes commits whole or not at all.
+A call's `call.started` and `call.finished` events that fall in one
+transaction share one audit row (the audit read expands it:
+`app.store.repositories.audit`); a crash cannot separate them, since what one
+transaction writes commits whole or not at all.
 
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
@@ -68,29 +67,6 @@ def _retrieve(future: asyncio.Future[None]) -> None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _fold_ends(
-    starts: list[dict[str, Any]], ends: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(run starts, run ends) with the ends of runs started in the same transaction
-    applied to their start rows, as the UPDATE would (`BulkWrite.finish_runs`):
-    the run is inserted already ended."""
-    position = {row["id"]: index for index, row in enumerate(starts)}
-    folded = list(starts)
-    rest = []
-    for end in ends:
-        index = position.get(end["run_id"])
-        if index is None:
-            rest.append(end)
-            continue
-        row = folded[index] = dict(folded[index])
-        row["status"] = end["status"]
-        row["outcome"] = end.get("outcome")
-        if end.get("call_count") is not None:
-            row["call_count"] = end["call_count"]
-        row["finished_at"] = end["finished_at"]
-    return folded, rest
 
 
 class _Group:
@@ -357,8 +333,6 @@ class GroupCommitWriter:
         audit, self._audit = self._audit[:most], self._audit[most:]
         self._backlog -= len(rows) + len(audit)
         audit = pair_call_events(audit)
-        if run_ends and run_starts:
-            run_starts, run_ends = _fold_ends(run_starts, run_ends)
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
         created_at = datetime.now(UTC)
