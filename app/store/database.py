@@ -7,6 +7,7 @@ lifespan, checks it with `check_database`, and disposes it on shutdown.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,16 @@ def database_target(url: str | URL) -> str:
     return f"{host}:{port}/{parsed.database or ''}"
 
 
+def _bind_none_as_is(value: None) -> None:
+    return value
+
+
 def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
+    # sqlite3 binds None as NULL only after looking for an adapter and then for
+    # `__adapt__` and `__conform__` on None, two AttributeErrors raised and caught
+    # per NULL parameter (a receipt row has about ten); a registered adapter is
+    # found first. Process-wide, and binds exactly what sqlite3 did before.
+    sqlite3.register_adapter(type(None), _bind_none_as_is)
     options: dict[str, Any] = (
         {"poolclass": StaticPool}
         if _is_memory(url)

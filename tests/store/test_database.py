@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -33,6 +34,18 @@ async def test_sqlite_connections_get_the_pragmas(sqlite_url: str) -> None:
         "busy_timeout": 5000,
         "foreign_keys": 1,
     }
+
+
+async def test_sqlite_binds_none_through_a_registered_adapter_as_null(sqlite_url: str) -> None:
+    engine = create_database_engine(sqlite_url)
+    try:
+        async with engine.connect() as connection:
+            is_null = (await connection.execute(text("SELECT :v IS NULL"), {"v": None})).scalar()
+    finally:
+        await engine.dispose()
+    # Found in the registry, sqlite3 skips its two failed attribute lookups per NULL.
+    assert (type(None), sqlite3.PrepareProtocol) in sqlite3.adapters
+    assert is_null == 1
 
 
 async def test_check_database_passes_on_a_live_database(database_url: str) -> None:
