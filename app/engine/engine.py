@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 from uuid import uuid4
 
 from app.contract.compiled import Contract
@@ -35,6 +35,11 @@ from app.engine.watchdog import Deadlines
 
 # A partial of the C classmethod, not a function: two are read per call.
 utc_now: Callable[[], datetime] = partial(datetime.now, UTC)
+
+Outcome = TypeVar("Outcome", SequentialOutcome, ParallelOutcome)
+# Called once every call of a plan settled, before its receipts are known durable:
+# the outcome, and the sink's futures its receipts wait on (see `run_sequential`).
+WhenSettled = Callable[[Outcome, Sequence[asyncio.Future[None]]], None]
 
 
 class Engine:
@@ -83,12 +88,16 @@ class Engine:
         admitted_args: Sequence[Mapping[str, Any]],
         *,
         resume: ResumePoint | None = None,
+        when_settled: WhenSettled[SequentialOutcome] | None = None,
     ) -> SequentialOutcome:
         """Run a preflighted plan; returns once every receipt is durable.
 
         If the task is cancelled, the running call gets a `cancelled` receipt and
         the rest `skipped` ones; they are flushed, then the cancellation propagates.
         With `resume`, the calls it holds as done are reported, not run.
+        `when_settled` (outcome, pending futures) is called once every call settled,
+        before waiting for durability: what it queues on the same sink can share the
+        receipts' transaction. Not called when the run fails or is cancelled.
         """
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.calls):
@@ -101,13 +110,15 @@ class Engine:
         )
         done = () if resume is None else resume.done[0]
         receipts: list[Receipt] = []
-        await _settled(
+        await _ran(
             state,
             run_chain(self._pipeline, state, plan.calls, admitted_args, 0, None, receipts, done),
         )
-        return SequentialOutcome(
+        outcome = SequentialOutcome(
             run.run_id, run.contract_hash, tuple(receipts), tuple(state.dispatched)
         )
+        await _durable(state, outcome, when_settled)
+        return outcome
 
     async def run_parallel(
         self,
@@ -117,9 +128,10 @@ class Engine:
         *,
         parallel_batch_id: str | None = None,
         resume: ResumePoint | None = None,
+        when_settled: WhenSettled[ParallelOutcome] | None = None,
     ) -> ParallelOutcome:
-        """Run a preflighted parallel plan; cancellation and `resume` behave as in
-        `run_sequential` (`resume.done` holds one entry per lane)."""
+        """Run a preflighted parallel plan; cancellation, `resume` and `when_settled`
+        behave as in `run_sequential` (`resume.done` holds one entry per lane)."""
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.lanes) or any(
             len(args) != len(lane.calls)
@@ -142,8 +154,8 @@ class Engine:
         async def lanes() -> None:
             results.extend(await run_lanes(self._pipeline, state, plan, admitted_args, done))
 
-        await _settled(state, lanes())
-        return ParallelOutcome(
+        await _ran(state, lanes())
+        outcome = ParallelOutcome(
             run.run_id,
             run.contract_hash,
             batch_id,
@@ -153,6 +165,8 @@ class Engine:
             ),
             tuple(state.dispatched),
         )
+        await _durable(state, outcome, when_settled)
+        return outcome
 
     def open_run(
         self,
@@ -279,10 +293,29 @@ class Engine:
 
 async def _settled(state: RunState, work: Awaitable[Any]) -> None:
     """Await `work`, then every receipt it submitted; on error or cancellation flush first."""
+    await _ran(state, work)
+    await state.flush()
+
+
+async def _ran(state: RunState, work: Awaitable[Any]) -> None:
+    """Await `work`; on error or cancellation, flush what it submitted, then raise."""
     try:
         await work
     except BaseException:
         with suppress(Exception):
             await state.flush()
         raise
+
+
+async def _durable(
+    state: RunState, outcome: Outcome, when_settled: WhenSettled[Outcome] | None
+) -> None:
+    """Tell `when_settled` the outcome and what its receipts wait on, then wait for them."""
+    if when_settled is not None:
+        try:
+            when_settled(outcome, tuple(state.pending))
+        except BaseException:
+            with suppress(Exception):
+                await state.flush()
+            raise
     await state.flush()

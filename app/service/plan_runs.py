@@ -7,6 +7,7 @@ receipts, the redacted copies, in the same shape, with the run's status.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime
 from itertools import accumulate
@@ -24,7 +25,12 @@ from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
-from app.service.run_records import record_run_end, stored_receipts
+from app.service.run_records import (
+    record_run_end,
+    run_end,
+    run_end_committed,
+    stored_receipts,
+)
 from app.service.run_tasks import RunResult
 from app.service.stored_output import stored_output
 from app.service.writer import GroupCommitWriter
@@ -51,10 +57,29 @@ class _PlanRun:
         self._writer = writer
         self._identity = identity
         self._max_output_bytes = max_stored_output_bytes
+        # The natural end, queued in the transaction of the run's last receipts.
+        self._queued_end: asyncio.Future[None] | None = None
 
     @property
     def run_id(self) -> str:
         return self._identity.run_id
+
+    def _queue_end(
+        self, status: str, call_count: int, pending: Sequence[asyncio.Future[None]]
+    ) -> None:
+        """Once every call settled: the end joins the receipts' transaction when the
+        writer can promise it (one commit fewer to wait for), else `_end` queues it."""
+        end = run_end(self.run_id, status=status, call_count=call_count)
+        self._queued_end = self._writer.end_run_with(pending, end)
+
+    async def _finish(self, status: str, call_count: int) -> None:
+        """Record the natural end (queued with the receipts, when it could be)."""
+        queued = self._queued_end
+        if queued is None:
+            await self._end(status, call_count)
+            return
+        await run_end_committed(queued)
+        record_plan_finished(self.kind, status)
 
     async def _end(self, status: str, call_count: int) -> None:
         await record_run_end(
@@ -98,14 +123,20 @@ class SequentialRun(_PlanRun):
     async def execute(self) -> None:
         self._outcome = await _settle(
             self._engine.run_sequential(
-                self._identity, self._plan, self._admitted, resume=self._resume
+                self._identity,
+                self._plan,
+                self._admitted,
+                resume=self._resume,
+                when_settled=lambda outcome, pending: self._queue_end(
+                    outcome.status, len(outcome.receipts), pending
+                ),
             )
         )
 
     async def finish(self) -> RunResult:
         outcome = self._outcome
         assert outcome is not None
-        await self._end(outcome.status, len(outcome.receipts))
+        await self._finish(outcome.status, len(outcome.receipts))
 
         def redacted() -> dict[str, Any]:
             return {
@@ -164,13 +195,16 @@ class ParallelRun(_PlanRun):
                 self._admitted,
                 parallel_batch_id=self._batch_id,
                 resume=self._resume,
+                when_settled=lambda outcome, pending: self._queue_end(
+                    outcome.status, sum(len(lane.receipts) for lane in outcome.lanes), pending
+                ),
             )
         )
 
     async def finish(self) -> RunResult:
         outcome = self._outcome
         assert outcome is not None
-        await self._end(outcome.status, sum(len(lane.receipts) for lane in outcome.lanes))
+        await self._finish(outcome.status, sum(len(lane.receipts) for lane in outcome.lanes))
 
         def redacted() -> dict[str, Any]:
             return {

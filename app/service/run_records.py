@@ -88,17 +88,11 @@ async def record_run_end(
     writer: GroupCommitWriter | None = None,
 ) -> None:
     """Record the run's end; given a `writer`, in a group commit after its receipts."""
-    finished_at = datetime.now(UTC)
     if writer is not None:
-        end = {
-            "run_id": run_id,
-            "status": status,
-            "outcome": outcome,
-            "call_count": call_count,
-            "finished_at": finished_at,
-        }
-        await _committed(writer.end_run(end), "the run's end could not be recorded")
+        end = run_end(run_id, status=status, call_count=call_count, outcome=outcome)
+        await run_end_committed(writer.end_run(end))
         return
+    finished_at = datetime.now(UTC)
 
     async def write() -> None:
         async with sessions.begin() as session:
@@ -115,6 +109,24 @@ async def record_run_end(
         await retry_transient(write, "recording a run's end")
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+
+
+def run_end(
+    run_id: str, *, status: str, call_count: int | None, outcome: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A run's end for `GroupCommitWriter.end_run`, finished now."""
+    return {
+        "run_id": run_id,
+        "status": status,
+        "outcome": outcome,
+        "call_count": call_count,
+        "finished_at": datetime.now(UTC),
+    }
+
+
+async def run_end_committed(durable: asyncio.Future[None]) -> None:
+    """Wait for a queued run end (`run_end`) to commit; StorageUnavailable if it failed."""
+    await _committed(durable, "the run's end could not be recorded")
 
 
 NOT_RUN = (

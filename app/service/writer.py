@@ -177,6 +177,29 @@ class GroupCommitWriter:
         self._wake.set()
         return group.durable
 
+    def end_run_with(
+        self, pending: Sequence[asyncio.Future[None]], values: dict[str, Any]
+    ) -> asyncio.Future[None] | None:
+        """Queue a run's end (`end_run`) in the transaction its receipts wait on: the
+        one still open, when every future of `pending` not yet done is its future
+        (the end commits with them, or fails with them). None when that cannot be
+        promised (a receipt waits on an earlier transaction, or failed; the writer
+        is closing): queue the end once they are durable instead."""
+        if self._closing:
+            return None
+        group = self._open
+        for future in pending:
+            if future.done():
+                if future.cancelled() or future.exception() is not None:
+                    return None
+            elif group is None or future is not group.durable:
+                return None
+        if group is None:  # every receipt already committed
+            return self.end_run(values)
+        group.run_ends.append(values)
+        self._wake.set()
+        return group.durable
+
     @property
     def in_outage(self) -> bool:
         """Whether a write failed with a transient error and is being retried."""

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.app import create_app
+from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -439,3 +440,61 @@ async def test_numeric_keys_are_refused_not_coerced(client: httpx.AsyncClient) -
     response = await client.post("/plans/sequential", json=plan)
     assert response.status_code == 422
     assert response.json()["errors"][0]["pointer"] == "/calls/0/call_key"
+
+
+@pytest.mark.parametrize("kind", ["sequential", "parallel"])
+async def test_a_plan_s_end_commits_in_the_transaction_of_its_receipts(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    end_run_with = GroupCommitWriter.end_run_with
+    joined: list[tuple[tuple[asyncio.Future[None], ...], asyncio.Future[None] | None]] = []
+
+    def spy(
+        self: GroupCommitWriter, pending: Sequence[asyncio.Future[None]], values: dict[str, Any]
+    ) -> asyncio.Future[None] | None:
+        future = end_run_with(self, pending, values)
+        joined.append((tuple(pending), future))
+        return future
+
+    monkeypatch.setattr(GroupCommitWriter, "end_run_with", spy)
+    call = {"call_key": "a", "tool": "echo", "args": {"text": "one"}}
+    body: dict[str, Any] = (
+        {"owner": "tester", "calls": [call]}
+        if kind == "sequential"
+        else {
+            "owner": "tester",
+            "max_concurrency": 2,
+            "lanes": [{"item_key": "i", "calls": [call]}],
+        }
+    )
+
+    response = await client.post(f"/plans/{kind}", json=body)
+
+    assert response.status_code == 200
+    [(pending, future)] = joined
+    assert future is pending[-1]  # one transaction for the receipt and the end
+    async with app.state.runtime.sessions() as session:
+        run = await RunRepository(session).get(response.json()["plan_id"])
+    assert run is not None
+    assert (run.status, run.call_count) == ("succeeded", 1)
+    assert run.finished_at is not None
+
+
+async def test_a_plan_whose_end_cannot_join_its_receipts_is_ended_after_them(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(GroupCommitWriter, "end_run_with", lambda *_: None)
+
+    response = await client.post(
+        "/plans/sequential",
+        json={
+            "owner": "tester",
+            "calls": [{"call_key": "a", "tool": "echo", "args": {"text": "x"}}],
+        },
+    )
+
+    assert response.status_code == 200
+    async with app.state.runtime.sessions() as session:
+        run = await RunRepository(session).get(response.json()["plan_id"])
+    assert run is not None
+    assert (run.status, run.call_count) == ("succeeded", 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -10,11 +11,12 @@ import pytest
 from app.contract.canonical import fingerprint
 from app.engine import CallRejected
 from app.engine.errors import ReceiptWriteFailed
+from app.engine.plan import Lane, ParallelPlan, PlannedCall, SequentialPlan
 from app.engine.ports import CachedOutput
 from app.engine.receipt import Receipt, Status
 from app.engine.run import RunKind
 from tests.engine import engine_tools
-from tests.engine.harness import tool
+from tests.engine.harness import OWNER, tool
 
 
 async def test_run_call_allocates_sequence_numbers_in_an_open_run(make_harness: Any) -> None:
@@ -109,3 +111,66 @@ async def test_dispatch_sync_on_the_event_loop_is_refused(make_harness: Any) -> 
     (receipt,) = outcome.receipts
     assert receipt.error is not None
     assert "would block the event loop" in receipt.error.message
+
+
+class HeldSink:
+    """Every receipt waits on one future, resolved by the test."""
+
+    def __init__(self) -> None:
+        self.held: asyncio.Future[None] | None = None
+
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
+        if self.held is None:
+            self.held = asyncio.get_running_loop().create_future()
+        return self.held
+
+
+async def test_when_settled_sees_the_outcome_before_its_receipts_are_durable(
+    make_harness: Any,
+) -> None:
+    sink = HeldSink()
+    harness = make_harness({"e": tool("aecho")}, receipts=sink)
+    run = harness.identity()
+    plan = SequentialPlan(OWNER, (PlannedCall("a", "e", {"x": 1}),), run.context)
+    seen: list[tuple[str, int, tuple[asyncio.Future[None], ...], bool]] = []
+
+    def settled(outcome: Any, pending: Sequence[asyncio.Future[None]]) -> None:
+        seen.append((outcome.status, len(outcome.receipts), tuple(pending), pending[0].done()))
+        pending[0].set_result(None)  # what the sink's commit would do
+
+    outcome = await harness.engine.run_sequential(run, plan, [{"x": 1}], when_settled=settled)
+
+    assert outcome.status == "succeeded"
+    assert seen == [("succeeded", 1, (sink.held,), False)]
+
+
+async def test_when_settled_is_told_a_parallel_outcome_too(make_harness: Any) -> None:
+    harness = make_harness({"e": tool("aecho")})
+    run = harness.identity()
+    plan = ParallelPlan(OWNER, 2, (Lane("i1", (PlannedCall("a", "e", {"x": 1}),)),), run.context)
+    seen: list[int] = []
+
+    def settled(outcome: Any, pending: Sequence[asyncio.Future[None]]) -> None:
+        seen.append(sum(len(lane.receipts) for lane in outcome.lanes))
+
+    await harness.engine.run_parallel(run, plan, [[{"x": 1}]], when_settled=settled)
+
+    assert seen == [1]
+
+
+async def test_when_settled_is_not_called_for_a_cancelled_run(make_harness: Any) -> None:
+    harness = make_harness({"hang": tool("hang")})
+    run = harness.identity()
+    plan = SequentialPlan(OWNER, (PlannedCall("a", "hang", {}),), run.context)
+    seen: list[object] = []
+    task = asyncio.create_task(
+        harness.engine.run_sequential(run, plan, [{}], when_settled=lambda *args: seen.append(args))
+    )
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert seen == []

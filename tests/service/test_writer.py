@@ -181,3 +181,59 @@ async def test_a_batch_goes_to_the_driver_in_one_call_below_sqlalchemy(
     assert (finished.status, finished.call_count, finished.finished_at) == ("succeeded", 1, now)
     assert [(e.kind, e.detail) for e in events] == [("call.finished", {"ok": True})]
     assert [r.seq for r in stored] == [0]
+
+
+def _end(status: str = "succeeded") -> dict[str, object]:
+    return {"run_id": "run-1", "status": status, "call_count": 1, "finished_at": datetime.now(UTC)}
+
+
+async def test_a_run_end_joins_the_open_transaction_its_receipts_wait_on(
+    engine: AsyncEngine,
+) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
+    writer.start()
+    try:
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
+        end = writer.end_run_with([receipt], _end())
+        assert end is receipt  # one transaction: the end commits with the receipt or not at all
+        await receipt
+    finally:
+        await writer.aclose()
+    async with create_session_factory(engine)() as session:
+        finished = await RunRepository(session).get("run-1")
+    assert finished is not None
+    assert (finished.status, finished.call_count) == ("succeeded", 1)
+
+
+async def test_a_run_end_is_not_promised_a_transaction_other_than_its_receipts(
+    engine: AsyncEngine,
+) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine), max_batch=1)
+    writer.start()
+    try:
+        first = writer.submit(succeeded_receipt(0, {"n": 0}))
+        second = writer.submit(succeeded_receipt(1, {"n": 1}))  # the first group is full
+        assert first is not second
+        # The first receipt waits on a transaction that is no longer open.
+        assert writer.end_run_with([first, second], _end()) is None
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        failed.set_exception(OSError("disk full"))
+        assert writer.end_run_with([failed], _end()) is None
+        await asyncio.gather(first, second)
+        # Every receipt committed: the end takes a transaction of its own.
+        end = writer.end_run_with([first, second], _end("failed"))
+        assert end is not None
+        await end
+    finally:
+        await writer.aclose()
+    async with create_session_factory(engine)() as session:
+        finished = await RunRepository(session).get("run-1")
+    assert finished is not None
+    assert finished.status == "failed"
+
+
+async def test_a_closing_writer_promises_no_run_end(engine: AsyncEngine) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine))
+    writer.start()
+    await writer.aclose()
+    assert writer.end_run_with([], _end()) is None
