@@ -1,4 +1,4 @@
-"""Helpers for the router's HTTP tests (tests/api/test_router*.py)."""
+"""Helpers for the router's HTTP tests (tests/api/router/)."""
 
 from __future__ import annotations
 

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from app.api.auth import create_key
 from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running, settled, stored_run
 from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
+from tests.router.scripted_server import ScriptedServer
 
 
 async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_creator(

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from app.settings import Settings
@@ -17,7 +15,6 @@ from app.store.repositories.router_runs import RouterRunRepository
 from app.store.repositories.runs import RunRepository
 from tests.router import router_tools
 from tests.router.http_support import (
-    router_settings,
     run_body,
     running,
     settled,
@@ -27,33 +24,9 @@ from tests.router.http_support import (
 )
 from tests.router.registry import REGISTRY, write_registry
 from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
 SECRET_TITLE = "launch sk-abcdefghijklmnopqrstuvwxyz"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return router_settings(database_url, tmp_path, model.base_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    async with running(settings) as (app, _):
-        yield app
 
 
 async def start_pending(client: httpx.AsyncClient, model: ScriptedServer) -> dict[str, Any]:

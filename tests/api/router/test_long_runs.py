@@ -4,12 +4,10 @@ the events stream and shutdown, over HTTP with a scripted model server."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from app.api.auth import create_key
@@ -30,7 +28,7 @@ from tests.router.http_support import (
     stored_run,
 )
 from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
 ASYNC = {"Prefer": "respond-async"}
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
@@ -46,30 +44,6 @@ OUTCOME_KEYS = {
     "receipts",
     "pending",
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return router_settings(database_url, tmp_path, model.base_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    async with running(settings) as (app, _):
-        yield app
 
 
 def key(value: str) -> dict[str, str]:

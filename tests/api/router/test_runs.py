@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 from app.store.repositories.runs import RunRepository
-from tests.router import router_tools
 from tests.router.http_support import (
     router_settings,
     run_body,
@@ -24,31 +22,7 @@ from tests.router.http_support import (
 from tests.router.replies import anthropic_text, openai_calls, openai_text
 from tests.router.scripted_server import ScriptedServer, scripted_server
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "registries"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
-
-
-@pytest.fixture
-def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return router_settings(database_url, tmp_path, model.base_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    async with running(settings) as (app, _):
-        yield app
+EXAMPLE = Path(__file__).resolve().parents[3] / "registries"
 
 
 async def test_a_run_end_to_end_is_persisted_with_every_decision(

@@ -1,0 +1,39 @@
+"""Fixtures of the router's HTTP tests: a scripted model server on 127.0.0.1 and the
+service pointed at it (overriding the plain app of `tests/api/conftest.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+
+from app.settings import Settings
+from tests.router import router_tools
+from tests.router.http_support import router_settings, running
+from tests.router.scripted_server import ScriptedServer, scripted_server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tools() -> Iterator[None]:
+    router_tools.reset()
+    yield
+    router_tools.reset()
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedServer]:
+    with scripted_server() as server:
+        yield server
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
+    return router_settings(database_url, tmp_path, model.base_url)
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    async with running(settings) as (app, _):
+        yield app
