@@ -7,8 +7,9 @@ and disarming sets the entry's `finished` flag. One loop timer, left to fire
 rather than cancelled, follows the earliest deadline; when it fires it expires
 the entries that are due and are not finished, and is set again for the
 earliest one left. Finished entries leave the heap when they reach its top,
-and the heap is rebuilt when they pile up behind a long-running one, so its
-size stays proportional to the entries still live.
+and the heap is rebuilt, keeping the live entries, when it grows past twice
+the live entries of its last rebuild (plus 64) because finished ones pile up
+behind a long-running one: its size stays proportional to the entries live.
 
 A leaf module: the engine's call watchdog and the LLM client's attempt bounds
 both build on it, and it imports nothing of the service.
@@ -41,20 +42,27 @@ def _current_task_lookup() -> Callable[[asyncio.AbstractEventLoop], asyncio.Task
 
 current_task = _current_task_lookup()
 
+_SLACK = 64  # entries the heap may hold beyond twice its live ones
+_NEVER = float("inf")
+
 
 class TimerHeap:
     """The deadlines of one event loop. Hot paths may push and pop `_heap` inline
     (as `push` and `disarmed` do) to spare a Python call per deadline."""
 
-    __slots__ = ("_heap", "_live", "_order", "_timer", "_timer_when", "loop")
+    __slots__ = ("_heap", "_limit", "_order", "_timer", "_timer_when", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._heap: list[tuple[float, int, Any]] = []
         self._order = count()
-        self._live = 0
+        # Beyond this size the heap is rebuilt without its finished entries. Counting
+        # live entries instead would cost an update at every arming and disarming.
+        self._limit = _SLACK
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_when = 0.0
+        # When the timer fires; infinity while there is none, so that one comparison
+        # tells whether a new deadline needs the timer set (earlier).
+        self._timer_when = _NEVER
 
     @property
     def pending(self) -> int:
@@ -63,23 +71,23 @@ class TimerHeap:
 
     def push(self, when: float, entry: Expirable) -> None:
         """Expire `entry` at `when` (loop clock) unless it is finished by then."""
-        heappush(self._heap, (when, next(self._order), entry))
-        self._live += 1
-        if self._timer is None or when < self._timer_when:
+        heap = self._heap
+        heappush(heap, (when, next(self._order), entry))
+        if len(heap) > self._limit:
+            self._compact()
+        if when < self._timer_when:
             self._schedule(when)
 
     def disarmed(self) -> None:
         """An entry was just marked finished."""
-        self._live = live = self._live - 1
         heap = self._heap
         while heap and heap[0][2].finished:
             heappop(heap)
-        if len(heap) > 2 * live + 64:
-            self._compact()
 
     def _compact(self) -> None:
         self._heap = heap = [entry for entry in self._heap if not entry[2].finished]
         heapify(heap)
+        self._limit = 2 * len(heap) + _SLACK
 
     def _schedule(self, when: float) -> None:
         if self._timer is not None:
@@ -89,6 +97,7 @@ class TimerHeap:
 
     def _fire(self) -> None:
         self._timer = None
+        self._timer_when = _NEVER
         heap = self._heap
         now = self.loop.time()
         while heap and (heap[0][0] <= now or heap[0][2].finished):

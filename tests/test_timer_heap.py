@@ -40,3 +40,25 @@ async def test_finished_entries_leave_and_the_due_one_expires() -> None:
     await asyncio.wait_for(due.expired.wait(), timeout=30)
     assert not done.expired.is_set()
     assert heap.pending == 0
+
+
+async def test_the_heap_is_rebuilt_once_finished_entries_pile_up_behind_a_live_one() -> None:
+    class Entry:
+        def __init__(self) -> None:
+            self.finished = False
+
+        def expire(self) -> None:
+            raise AssertionError("nothing here is due")
+
+    loop = asyncio.get_running_loop()
+    heap = timer_heap.TimerHeap(loop)
+    heap.push(loop.time() + 30.0, Entry())  # live throughout, at the top
+    sizes = []
+    for _ in range(1_000):
+        entry = Entry()
+        heap.push(loop.time() + 60.0, entry)
+        sizes.append(heap.pending)
+        entry.finished = True
+        heap.disarmed()  # not at the top: stays until a rebuild
+    assert max(sizes) <= 2 * 2 + 64 + 1
+    assert min(sizes[100:]) < max(sizes)  # rebuilt, more than once

@@ -31,6 +31,9 @@ def _builtin_sha256() -> Callable[[bytes], Any]:
 _small_sha256 = _builtin_sha256()
 _SMALL = 128  # bytes; beyond this OpenSSL's is as fast or faster
 
+_dumps = orjson.dumps
+_SORT_KEYS = orjson.OPT_SORT_KEYS
+
 # orjson serialises integers in [-2**63, 2**64 - 1] natively.
 _ORJSON_MIN_INT = -(2**63)
 _ORJSON_MAX_INT = 2**64 - 1
@@ -51,16 +54,21 @@ def sha256_digest(data: bytes) -> str:
 
 def fingerprint(tool_id: str, args: Any) -> str:
     # A JSON array keeps tool id and arguments apart without any separator convention.
-    # (Once per call: the walk starts at the arguments, the tool id being a plain str.)
-    pair = [tool_id, args]
-    if type(tool_id) is str and _orjson_ready(args, 1):
-        data = orjson.dumps(pair, option=orjson.OPT_SORT_KEYS)
-    else:
-        data = orjson.dumps(_normalize(pair), option=orjson.OPT_SORT_KEYS)
-    if len(data) <= _SMALL:
-        digest: str = _small_sha256(data).hexdigest()
-        return "sha256:" + digest
-    return sha256_digest(data)
+    # (Once per call: the walk starts at the arguments, the tool id being a plain str,
+    # and its first level, an arguments dict, is walked here, a frame fewer.)
+    if type(args) is dict and type(tool_id) is str:
+        for key, item in args.items():
+            if type(key) is not str or (type(item) not in _PLAIN and not _orjson_ready(item, 2)):
+                break
+        else:
+            data = _dumps([tool_id, args], option=_SORT_KEYS)
+            if len(data) <= _SMALL:
+                digest: str = _small_sha256(data).hexdigest()
+                return "sha256:" + digest
+            return sha256_digest(data)
+    elif type(tool_id) is str and _orjson_ready(args, 1):
+        return sha256_digest(_dumps([tool_id, args], option=_SORT_KEYS))
+    return sha256_digest(_dumps(_normalize([tool_id, args]), option=_SORT_KEYS))
 
 
 _PLAIN = frozenset({str, bool, type(None)})

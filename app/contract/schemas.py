@@ -103,9 +103,10 @@ class CompiledSchema:
 
     def is_valid(self, instance: Any) -> bool:
         try:
-            return bool(self._validator.is_valid(instance))
+            valid: bool = self._validator.is_valid(instance)  # jsonschema-rs answers a bool
         except ValueError:
             return False
+        return valid
 
     def problems(self, instance: Any) -> list[SchemaProblem]:
         try:

@@ -66,15 +66,24 @@ class Slots:
     slot is free and a newcomer cannot overtake.
     """
 
-    __slots__ = ("_free", "_waiters")
+    __slots__ = ("_free", "_waiters", "take_free")
 
     def __init__(self, count: int) -> None:
-        self._free = count
+        # One entry per free slot: a list, so that taking one can be a C call.
+        self._free: list[bool] = [True] * count
         self._waiters: deque[asyncio.Future[None]] = deque()
+        # Takes a free slot; raises IndexError when none is. No other check is
+        # needed: a slot is free only while nobody waits (a released slot goes
+        # straight to the first waiter). The engine's hot path calls it directly.
+        self.take_free: Callable[[], bool] = self._free.pop
+
+    @property
+    def free(self) -> int:
+        return len(self._free)
 
     def try_take(self) -> bool:
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
+        if self._free and not self._waiters:
+            self._free.pop()
             return True
         return False
 
@@ -95,13 +104,19 @@ class Slots:
             raise
 
     def give(self) -> None:
+        if self._waiters:
+            self._hand_over()
+        else:
+            self._free.append(True)
+
+    def _hand_over(self) -> None:
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 return
-        self._free += 1
+        self._free.append(True)
 
 
 class ToolGate:

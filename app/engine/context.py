@@ -31,8 +31,8 @@ class Dispatcher(Protocol):
 
 
 class ExecutionContext:
-    """Read-only (properties over private slots). Not a frozen dataclass: one is
-    built per attempt, and a frozen dataclass costs three times as much to build."""
+    """Read-only (properties over private slots). Built when a callable asks for
+    it; each `current_call()` gives a new one, for the same call and attempt."""
 
     __slots__ = ("_attempt", "_call")
 
@@ -152,22 +152,25 @@ class ExecutionContext:
         return await self.dispatch(tool_id, args, call_key=call_key)
 
 
-# The engine sets and resets it directly on its hot path (`enter_call` does the same).
-CURRENT_CALL: ContextVar[ExecutionContext] = ContextVar("toolloop_current_call")
+# The running call and attempt; `current_call()` wraps them in an ExecutionContext
+# when a callable asks (most never do), so a call attempt sets a plain tuple. The
+# engine sets and resets it directly on its hot path (`enter_call` does the same).
+CURRENT_CALL: ContextVar[tuple[Call, int]] = ContextVar("toolloop_current_call")
 
 
 def current_call() -> ExecutionContext:
     """The execution context of the tool call running here; raises NoCurrentCall elsewhere."""
     try:
-        return CURRENT_CALL.get()
+        call, attempt = CURRENT_CALL.get()
     except LookupError:
         raise NoCurrentCall() from None
+    return ExecutionContext(call, attempt)
 
 
-def enter_call(context: ExecutionContext) -> Token[ExecutionContext]:
+def enter_call(context: ExecutionContext) -> Token[tuple[Call, int]]:
     """Make `context` current; pass the returned token to `leave_call`."""
-    return CURRENT_CALL.set(context)
+    return CURRENT_CALL.set((context._call, context._attempt))
 
 
-def leave_call(token: Token[ExecutionContext]) -> None:
+def leave_call(token: Token[tuple[Call, int]]) -> None:
     CURRENT_CALL.reset(token)

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+_dumps = orjson.dumps
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 # orjson refuses containers nested deeper than this (and so any cycle).
 MAX_DEPTH = 254
@@ -27,16 +28,24 @@ _MIN_INT = -(2**63)
 _MAX_INT = 2**64 - 1
 
 
+# The options `json_problem` writes with. The engine's hot path writes a result
+# with them itself: when orjson writes it and the text holds no `null`, the
+# result is JSON and `json_problem` need not run (it would answer None).
+JSON_CHECK_OPTIONS = _STRICT
+
+
 def json_problem(value: Any) -> str | None:
     """Why `value` cannot be returned and stored as JSON, or None when it can."""
     try:
-        data = orjson.dumps(value, option=_STRICT)
+        data = _dumps(value, option=_STRICT)
     except TypeError as exc:
         # Fail closed: what orjson refuses is refused, located by the walk when it can.
         return _problem(value, "", 0) or str(exc)
-    # find(), not `in`: `bytes in bytes` first tries the needle as an integer and
-    # raises and clears a TypeError, three times the cost of the search itself.
-    if data.find(b"null") >= 0 and not _finite(value):
+    # partition(), not `in` or find(): `bytes in bytes` first tries the needle as an
+    # integer and raises and clears a TypeError; find() parses its arguments as a
+    # tuple; partition() takes one argument and, for text without the needle,
+    # answers the text itself and two empty bytes. Half the cost of find().
+    if data.partition(b"null")[1] and not _finite(value):
         return _problem(value, "", 0)
     return None
 

@@ -30,6 +30,10 @@ class ErrorKind(StrEnum):
     GUARDRAIL = "guardrail"
 
 
+# Read once: `Status.SUCCEEDED` goes through the enum metaclass's attribute hooks.
+_SUCCEEDED = Status.SUCCEEDED
+
+
 @dataclass(frozen=True, slots=True)
 class CallError:
     kind: ErrorKind
@@ -80,7 +84,7 @@ class Receipt(NamedTuple):
 
     @property
     def succeeded(self) -> bool:
-        return self.status is Status.SUCCEEDED
+        return self.status is _SUCCEEDED
 
     def to_response(self) -> dict[str, Any]:
         """The caller's own copy: the real output and error message."""
@@ -101,13 +105,13 @@ class Receipt(NamedTuple):
 
     def redacted_parts(self) -> tuple[Any, dict[str, Any] | None, Mapping[str, Any] | None]:
         """The stored copy's output, error and control: the only fields redaction changes."""
-        redact = self.redactor.redact
+        redactor = self.redactor
         error = self.error
         control = self.control
         return (
-            redact(self.output),
+            redactor.redact(self.output),
             None if error is None else error.to_dict(redact_text(error.message)),
-            None if control is None else redact(control),
+            None if control is None else redactor.redact(control),
         )
 
     def _render(

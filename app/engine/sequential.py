@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
@@ -18,9 +19,15 @@ from app.engine.run import RunState
 
 PlanStatus = Literal["succeeded", "failed"]
 
+# Read once: an enum member read through its class costs a lookup in the metaclass.
+_SUCCEEDED = Status.SUCCEEDED
+_ONLY_SUCCEEDED = frozenset({_SUCCEEDED})
+_status_of = attrgetter("status")
+
 
 def chain_status(receipts: Sequence[Receipt]) -> PlanStatus:
-    return "succeeded" if all(receipt.succeeded for receipt in receipts) else "failed"
+    # The statuses collected in C, not a generator step per receipt.
+    return "succeeded" if _ONLY_SUCCEEDED.issuperset(map(_status_of, receipts)) else "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +85,7 @@ async def run_chain(
         except BaseException:
             _skip_rest(pipeline, state, calls, args, first_seq, item_key, out, NOT_RUN_CANCELLED)
             raise
-        if receipt.status is not Status.SUCCEEDED:
+        if receipt.status is not _SUCCEEDED:
             deadline = state.deadline
             if deadline is not None and state.loop.time() >= deadline:
                 reason = NOT_RUN_DEADLINE

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from heapq import heappop, heappush
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from app.timer_heap import TimerHeap, current_task
 
@@ -44,9 +44,30 @@ class Deadlines(TimerHeap):
         self.now: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
 
     def arm(self, when: float) -> Watchdog:
-        """A watchdog for the current task that expires at `when` (loop clock);
-        the same as `Watchdog(deadlines, when)`."""
-        return Watchdog(self, when)
+        """A watchdog for the current task that expires at `when` (loop clock).
+
+        The watchdog is built here, not by `Watchdog.__init__`: CPython runs a
+        method called from Python without the C-level detour a class call takes
+        to `__init__`, and a watchdog is armed once per call attempt.
+        """
+        task = current_task(self.loop)
+        if task is None:
+            raise RuntimeError("a watchdog must be used inside a task")
+        watchdog: Watchdog = _new_object(Watchdog)
+        watchdog._deadlines = self
+        watchdog._task = task
+        watchdog._cancelling = task.cancelling()
+        watchdog.expired = watchdog.finished = False
+        heap = self._heap
+        heappush(heap, (when, next(self._order), watchdog))
+        if len(heap) > self._limit:
+            self._compact()
+        if when < self._timer_when:  # infinity while no timer is set
+            self._schedule(when)
+        return watchdog
+
+
+_new_object = object.__new__
 
 
 class Watchdog:
@@ -59,21 +80,15 @@ class Watchdog:
 
     __slots__ = ("_cancelling", "_deadlines", "_task", "expired", "finished")
 
-    # Arming and disarming are done here, not in methods of Deadlines: a watchdog
-    # is armed once per call, and each Python call saved shows.
-    def __init__(self, deadlines: Deadlines, when: float) -> None:
-        task = current_task(deadlines.loop)
-        if task is None:
-            raise RuntimeError("a watchdog must be used inside a task")
-        self._deadlines = deadlines
-        self._task = task
-        self._cancelling = task.cancelling()
-        self.expired = False
-        self.finished = False
-        heappush(deadlines._heap, (when, next(deadlines._order), self))
-        deadlines._live += 1
-        if deadlines._timer is None or when < deadlines._timer_when:
-            deadlines._schedule(when)
+    _cancelling: int
+    _deadlines: Deadlines
+    _task: asyncio.Task[Any]
+    expired: bool
+    finished: bool
+
+    def __new__(cls, deadlines: Deadlines, when: float) -> Watchdog:
+        """`Watchdog(deadlines, when)` is `deadlines.arm(when)`."""
+        return deadlines.arm(when)
 
     def __enter__(self) -> Watchdog:
         return self
@@ -84,20 +99,19 @@ class Watchdog:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.disarm(exc_type is asyncio.CancelledError):
+            raise WatchdogExpired from None
+
+    def disarm(self, cancelled: bool) -> bool:
+        """End the watch, once, without `with`: what `__exit__` does, for a block
+        that ended with a CancelledError (`cancelled`) or otherwise. True: that
+        cancellation is this watchdog's own expiry, to be reported as WatchdogExpired
+        (nobody else asked for one meanwhile)."""
         self.finished = True
-        deadlines = self._deadlines
-        deadlines._live = live = deadlines._live - 1
-        heap = deadlines._heap
+        heap = self._deadlines._heap
         while heap and heap[0][2].finished:
             heappop(heap)
-        if len(heap) > 2 * live + 64:
-            deadlines._compact()
-        if (
-            self.expired
-            and self._task.uncancel() <= self._cancelling
-            and exc_type is asyncio.CancelledError
-        ):
-            raise WatchdogExpired from None
+        return self.expired and self._task.uncancel() <= self._cancelling and cancelled
 
     def expire(self) -> None:
         self.expired = True

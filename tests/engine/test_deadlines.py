@@ -92,3 +92,15 @@ async def test_finished_entries_do_not_pile_up_behind_a_long_call() -> None:
             with deadlines.arm(loop.time() + 30.0):
                 pass
         assert len(deadlines._heap) <= 2 * 1 + 64 + 1
+
+
+async def test_finished_entries_behind_an_earlier_deadline_are_dropped_in_rebuilds() -> None:
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop)
+    with deadlines.arm(loop.time() + 30.0):  # the earliest deadline: stays at the top
+        for _ in range(10_000):
+            with deadlines.arm(loop.time() + 60.0):  # finishes behind it
+                # This entry and the long one were live at the last rebuild.
+                assert len(deadlines._heap) <= 2 * 2 + 64 + 1
+        assert deadlines.pending <= 2 * 2 + 64 + 1
+    assert deadlines.pending == 0

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from typing import Any
 
 import pytest
 
-from app.engine.call import _random_bits
+from app.engine.call import new_receipt_id
 from app.engine.context import ExecutionContext
+from app.engine.pipeline import CallPipeline
 from app.engine.ports import AuditEvent, AuditKind
 from app.engine.receipt import ErrorKind, Receipt, Status
 from app.engine.watchdog import Deadlines
@@ -121,7 +123,7 @@ async def test_every_kind_of_gate_admits_and_releases(make_harness: Any, limits:
     if "max_concurrency" in limits:
         assert engine_tools.STATE.max_in_flight["c"] <= 2
         slots = harness.engine._pipeline._specs["c"].gate.slots
-        assert slots._free == 2  # every slot given back
+        assert slots.free == 2  # every slot given back
 
 
 async def test_the_execution_context_is_read_only(make_harness: Any) -> None:
@@ -152,13 +154,43 @@ async def test_the_deadline_clock_is_the_loop_clock() -> None:
 
 
 def test_receipt_ids_differ_in_a_forked_child() -> None:
+    new_receipt_id()  # the parent now holds ids drawn ahead of use
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
-        os.write(write, _random_bits(128).to_bytes(16))
+        os.write(write, new_receipt_id().encode())
         os._exit(0)
     os.close(write)
-    theirs = os.read(read, 16)
+    theirs = os.read(read, 32).decode()
     os.close(read)
     os.waitpid(child, 0)
-    assert theirs != _random_bits(128).to_bytes(16)
+    assert theirs != new_receipt_id()
+
+
+def test_receipt_ids_are_distinct_128_bit_hex_across_batches() -> None:
+    ids = [new_receipt_id() for _ in range(300)]  # several batches of 64
+    assert len(set(ids)) == len(ids)
+    for receipt_id in ids:
+        assert len(receipt_id) == 32
+        assert int(receipt_id, 16) >= 0
+
+
+def test_the_call_coroutine_stays_a_small_object() -> None:
+    # Above 512 bytes CPython allocates an object with malloc instead of its own
+    # small-object allocator, a cost `execute` would pay once per call.
+    pipeline: Any = None
+    coroutine = CallPipeline.execute(pipeline, None, None, {}, 0, "k", None, [])  # type: ignore[arg-type]
+    try:
+        assert sys.getsizeof(coroutine) <= 512
+    finally:
+        coroutine.close()
+
+
+def test_duration_rounding_matches_round_half_to_even() -> None:
+    # `_settle` rounds microseconds with _ROUNDER instead of round(): same results.
+    from app.engine.pipeline import _ROUNDER
+
+    samples = [i / 2 for i in range(20_000)] + [k + 0.5 for k in range(0, 10**9, 999_983)]
+    samples += [0.49999999999999994, 1e-300, 2.0**50 + 0.5, 123456.789]
+    for micros in samples:
+        assert (micros + _ROUNDER - _ROUNDER) / 1000.0 == round(micros) / 1000.0, micros

@@ -224,6 +224,8 @@ _SECRET_CASES: list[Any] = [
     {"nested": [[{"k": "sk-" + "a" * 24}]]},
     {"jwt": "eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl"},
     {"key": "AKIAABCDEFGHIJKLMNOP"},
+    {"key": "ASIAABCDEFGHIJKLMNOP"},
+    {"auth": "BEARER abcdefghijklmnop"},
     {"pem": "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----"},
     {"sub": _Text("Bearer abcdefghijklmnop")},
     {_Text("Bearer abcdefghijklmnop"): 1},
@@ -258,3 +260,15 @@ def test_the_json_shortcut_checks_every_literal_the_patterns_need() -> None:
         # A container holding just the literal is walked, not waved through.
         value = {"v": f"x{literal}x"}
         assert DEFAULT_REDACTOR.redact(value) == DEFAULT_REDACTOR._redact(value)
+
+
+@pytest.mark.parametrize("literal", _LITERALS)
+def test_the_shortcut_walks_every_container_whose_json_shows_a_literal(
+    literal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `redact` inlines `_may_hold_secret`: each literal must send the value to the walk.
+    walked: list[Any] = []
+    monkeypatch.setattr(Redactor, "_redact", lambda self, value: walked.append(value) or value)
+    DEFAULT_REDACTOR.redact({"v": f"x{literal}x"})
+    DEFAULT_REDACTOR.redact({"v": "nothing to see"})
+    assert walked == [{"v": f"x{literal}x"}]

@@ -60,3 +60,24 @@ async def test_a_slot_handed_to_a_waiter_cancelled_before_it_resumed_passes_on()
     assert not slots.try_take()
     slots.give()
     assert slots.try_take()
+
+
+async def test_take_free_is_refused_whenever_anyone_waits_or_nothing_is_free() -> None:
+    # The engine takes uncontended slots with `take_free` alone, which relies on a
+    # slot being free only while nobody waits.
+    slots = Slots(1)
+    slots.take_free()
+    with pytest.raises(IndexError):
+        slots.take_free()
+    waiters = [asyncio.create_task(slots.take()) for _ in range(2)]
+    await asyncio.sleep(0)
+    slots.give()  # to the first waiter, not to the free list
+    with pytest.raises(IndexError):
+        slots.take_free()
+    await waiters[0]
+    waiters[1].cancel()
+    await asyncio.gather(waiters[1], return_exceptions=True)
+    assert slots.free == 0
+    slots.give()  # nobody waits now: the slot is free again
+    assert slots.free == 1
+    slots.take_free()
