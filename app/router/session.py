@@ -74,10 +74,7 @@ class RunSession:
     def deadline_watch(self) -> Watchdog:
         """`with session.deadline_watch():` cancels the current task when the run's
         time is up, and turns that into `WatchdogExpired`."""
-        # `Watchdog(deadlines, when)` is what `Deadlines.arm` returns, a frame fewer.
-        return Watchdog(
-            self._deadlines, self._t0 + (self.plan.budgets.deadline_s - self.state.elapsed_s)
-        )
+        return self._deadlines.arm(self._t0 + (self.plan.budgets.deadline_s - self.state.elapsed_s))
 
     def freeze_time(self) -> None:
         """Fold the time spent so far into the state (before it is kept or reported)."""
