@@ -160,6 +160,12 @@ def test_a_postgres_restart_mid_run_answers_503_and_loses_no_receipt(
         stopped = time.perf_counter()
         try:
             poll(lambda: prober.kinds_answered(503, after=stopped) == PROBE_KINDS, attempts=200)
+        except AssertionError:
+            answered = prober.kinds_answered(503, after=stopped)
+            raise AssertionError(
+                f"within 10 s of the stop only {sorted(answered)} answered 503; "
+                f"last probes: {prober.probes[-6:]}"
+            ) from None
         finally:
             held_s = time.perf_counter() - stopped
             pg_ctlcluster(cluster, "start")
