@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+pytest_plugins = ["tests.router.model_fixtures"]
+
 POSTGRES_ENV = "TOOLLOOP_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
     f"PostgreSQL tests need {POSTGRES_ENV}, e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test"

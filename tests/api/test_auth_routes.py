@@ -9,7 +9,7 @@ bad keys from one address turn into 429 with `Retry-After` after the burst.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from app.api.auth import FailedAuthThrottle, create_key
 from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running, settled
 from tests.router.replies import openai_calls
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
 PROBES = {"/healthz", "/readyz"}
 SCOPES = {
@@ -39,17 +39,7 @@ BODIES: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ budget, and never as a 5xx of the service.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +14,11 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running
 from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ fingerprint reaches the engine as checked (the engine does not validate again)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +13,11 @@ from app.contract.canonical import fingerprint
 from app.engine.engine import Engine
 from app.engine.receipt import Receipt
 from app.engine.run import RunState
-from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running
 from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
-
-@pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 
 
 async def test_a_service_run_hands_the_engine_the_fingerprint_it_checked(

@@ -3,29 +3,20 @@ service pointed at it (overriding the plain app of `tests/api/conftest.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 
 from app.settings import Settings
-from tests.router import router_tools
 from tests.router.http_support import router_settings, running
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.router.scripted_server import ScriptedServer
 
 
 @pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedServer]:
-    with scripted_server() as server:
-        yield server
+def _fresh_tools(fresh_router_tools: None) -> None:
+    """Every test here starts with fresh router test tools."""
 
 
 @pytest.fixture
