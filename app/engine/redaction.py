@@ -125,17 +125,7 @@ class Redactor:
             except TypeError:
                 pass  # not plain JSON: the walk decides
             else:
-                # `_may_hold_secret(text)`, inline: this runs for every stored copy.
-                if not (
-                    "://" in text
-                    or "sk-" in text
-                    or "eyJ" in text
-                    or "earer" in text
-                    or "EARER" in text
-                    or "AKIA" in text
-                    or "ASIA" in text
-                    or "-----BEGIN" in text
-                ):
+                if not _may_hold_secret(text):
                     return value
         try:
             return self._redact(value)
