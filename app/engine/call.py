@@ -133,11 +133,6 @@ class Call:
         # Stable across attempts (and across a resume of the same run).
         return f"{self.state.identity.run_id}:{self.seq}"
 
-    def begin_attempt(self) -> int:
-        self.attempts += 1
-        self.running_attempt = self.attempts
-        return self.attempts
-
     def end_attempt(self) -> None:
         """No more dispatches from this attempt; cancel those a sync callable still waits on."""
         self.running_attempt = 0
