@@ -35,6 +35,21 @@ def router_settings(database_url: str, tmp_path: Path, base_url: str, **override
     return Settings(**values)
 
 
+# The keys of a router run's outcome (`POST /router/runs`).
+OUTCOME_KEYS = {
+    "run_id",
+    "status",
+    "stopped_by",
+    "text",
+    "final",
+    "attempts",
+    "turns",
+    "state",
+    "receipts",
+    "pending",
+}
+
+
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     app = create_app(settings)

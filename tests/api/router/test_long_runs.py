@@ -19,6 +19,7 @@ from app.store.repositories.runs import RunRepository
 from tests.api.run_support import parse_events, run_count, until
 from tests.router import router_tools
 from tests.router.http_support import (
+    OUTCOME_KEYS,
     router_settings,
     run_body,
     running,
@@ -32,18 +33,6 @@ from tests.router.scripted_server import ScriptedServer
 
 ASYNC = {"Prefer": "respond-async"}
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
-OUTCOME_KEYS = {
-    "run_id",
-    "status",
-    "stopped_by",
-    "text",
-    "final",
-    "attempts",
-    "turns",
-    "state",
-    "receipts",
-    "pending",
-}
 
 
 def key(value: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from app.settings import Settings
 from app.store.repositories.runs import RunRepository
 from tests.router.http_support import (
+    OUTCOME_KEYS,
     router_settings,
     run_body,
     running,
@@ -38,18 +39,7 @@ async def test_a_run_end_to_end_is_persisted_with_every_decision(
 
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == {
-        "run_id",
-        "status",
-        "stopped_by",
-        "text",
-        "final",
-        "attempts",
-        "turns",
-        "state",
-        "receipts",
-        "pending",
-    }
+    assert set(body) == OUTCOME_KEYS
     assert (body["status"], body["stopped_by"], body["text"]) == (
         "done",
         "",
