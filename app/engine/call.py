@@ -7,42 +7,15 @@ on purpose: one record per call, updated in place, read when it settles.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping
 from datetime import datetime
-from operator import itemgetter
 from time import perf_counter
 from typing import Any
 
 from app.contract.compiled import Tool
+from app.engine.ids import new_receipt_id
 from app.engine.receipt import CallError, Receipt
 from app.engine.run import RunState
-
-# Receipt ids: 128 random bits from the OS, drawn 64 ids at a time (one system call,
-# not one per call) and cut into 32 hex digits; a forked child drops what its
-# parent had drawn, so two workers never hand out the same ids.
-_BATCH = 64
-_spare: list[str] = []
-_take_spare = _spare.pop
-# The batch's hex digits cut into ids, in one C call.
-_cut = itemgetter(*(slice(start, start + 32) for start in range(32, 32 * _BATCH, 32)))
-
-
-def _refill() -> str:
-    """A fresh id; the rest of its batch is kept for the next calls."""
-    text = os.urandom(16 * _BATCH).hex()
-    _spare.extend(_cut(text))
-    return text[:32]
-
-
-def new_receipt_id() -> str:
-    try:
-        return _take_spare()
-    except IndexError:
-        return _refill()
-
-
-os.register_at_fork(after_in_child=_spare.clear)
 
 _new_object = object.__new__
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
+import weakref
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -11,8 +14,33 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from app.observability.metrics import MULTIPROCESS_DIR, REGISTRY
 
 
+class Buffered(Protocol):
+    """Something that holds metric updates back and applies them when flushed."""
+
+    def flush(self) -> None: ...
+
+
+_buffered: weakref.WeakSet[Buffered] = weakref.WeakSet()
+_buffered_lock = threading.Lock()
+
+
+def flush_before_rendering(buffered: Buffered) -> None:
+    """Have every render flush `buffered` first, for as long as it lives."""
+    with _buffered_lock:
+        _buffered.add(buffered)
+
+
+def flush_buffered() -> None:
+    """Apply every held-back metric update of this process (`render_metrics` does this first)."""
+    with _buffered_lock:
+        buffers = list(_buffered)
+    for buffered in buffers:
+        buffered.flush()
+
+
 def render_metrics(accept: str | None) -> tuple[bytes, str]:
     """The exposition body and its content type (text format unless OpenMetrics is asked for)."""
+    flush_buffered()
     encoder, content_type = choose_encoder(accept or "")
     if MULTIPROCESS_DIR is None:
         return encoder(REGISTRY), content_type

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine.engine import Engine
+from app.engine.ids import new_run_id
 from app.engine.plan import ParallelPlan, PlanLimits, SequentialPlan
 from app.engine.preflight import PlanProblem, preflight_parallel, preflight_sequential
 from app.engine.redaction import redact_text
@@ -121,7 +122,7 @@ class PlanService:
         batch_id: str | None,
         claim: IdempotencyClaim | None,
     ) -> RunIdentity:
-        run_id = str(uuid4())
+        run_id = new_run_id()
         await record_run_start(
             self.sessions,
             run_id=run_id,

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
-from uuid import uuid4
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
+from app.engine.ids import new_run_id
 from app.engine.preflight import PlanProblem
 from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
@@ -107,7 +107,7 @@ class RouterService:
         problems, plan = admit(request, self.contract, self.setup.profiles, self.limits)
         if plan is None:
             self._reject(request.owner, caller, problems)
-        run_id = str(uuid4())
+        run_id = new_run_id()
         await record_run_start(
             self.sessions,
             run_id=run_id,

@@ -53,6 +53,7 @@ class Runtime:
     instance_id: str
     database_display: str
     writer: GroupCommitWriter
+    call_metrics: MeteredSinks
     engine: Engine
     plans: PlanService
     router: RouterService
@@ -76,6 +77,7 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.engine.aclose()
+        self.call_metrics.flush()
         await self.llm_http.aclose()
         await self.writer.aclose()
         with suppress(SQLAlchemyError):
@@ -140,6 +142,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         instance_id=instance_id,
         database_display=display_url(settings.database_url),
         writer=writer,
+        call_metrics=sinks,
         engine=engine,
         plans=PlanService(
             contract,

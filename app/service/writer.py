@@ -18,6 +18,10 @@ While the writer has work, every `turn_every`-th call start waits one turn of
 the event loop (`room()`), so a long plan of calls that never wait cannot keep
 the writer from sending earlier batches until it ends.
 
+The linger is spent only while more than one run is open (started through the
+writer, its end not yet written): it waits for rows that could share the
+commit, and a lone run has no one to wait for.
+
 A call's `call.started` and `call.finished` events that fall in one
 transaction share one audit row (the audit read expands it:
 `app.store.repositories.audit`); a crash cannot separate them, since what one
@@ -117,6 +121,8 @@ class GroupCommitWriter:
         self._outage: asyncio.Future[None] | None = None
         # (run_id, seq) -> the audit row recording the stored receipt the next one replaces.
         self._superseded: dict[tuple[str, int], dict[str, Any]] = {}
+        # Started through the writer, their end not yet taken into a transaction.
+        self._open_runs: set[str] = set()
 
     def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
         """Call `listener` with each batch's receipt rows (redacted) once they are committed."""
@@ -163,6 +169,7 @@ class GroupCommitWriter:
         if group is None:
             return self._closed()
         group.run_starts.append(row)
+        self._open_runs.add(row["id"])
         self._wake.set()
         return group.durable
 
@@ -301,7 +308,12 @@ class GroupCommitWriter:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            if self._linger_s and not self._closing and not self._full():
+            if (
+                self._linger_s
+                and len(self._open_runs) > 1
+                and not self._closing
+                and not self._full()
+            ):
                 await asyncio.sleep(self._linger_s)
             self._wake.clear()
             self._writing = True
@@ -352,6 +364,8 @@ class GroupCommitWriter:
         cache_rows = [] if group is None else group.cache_rows
         run_starts = [] if group is None else group.run_starts
         run_ends = [] if group is None else group.run_ends
+        for end in run_ends:
+            self._open_runs.discard(end["run_id"])
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
         audit, self._audit = self._audit[:most], self._audit[most:]
         self._backlog -= len(rows) + len(audit)
@@ -407,6 +421,8 @@ class GroupCommitWriter:
         except Exception as exc:  # resolved into every waiting plan, which reports it
             record_receipt_commit(len(rows), perf_counter() - started, ok=False)
             logger.error("group commit of %d receipts failed: %s", len(rows), exc)
+            for row in run_starts:  # never started: nothing will end them
+                self._open_runs.discard(row["id"])
             if group is not None and not group.durable.done():
                 group.durable.set_exception(exc)
             return

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from typing import Any
 
 import pytest
 
-from app.engine.call import new_receipt_id
 from app.engine.context import ExecutionContext
 from app.engine.pipeline import CallPipeline
 from app.engine.ports import AuditEvent, AuditKind
@@ -151,28 +149,6 @@ async def test_the_deadline_clock_is_the_loop_clock() -> None:
         assert Deadlines(other).now() == 42.0
     finally:
         other.close()
-
-
-def test_receipt_ids_differ_in_a_forked_child() -> None:
-    new_receipt_id()  # the parent now holds ids drawn ahead of use
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        os.write(write, new_receipt_id().encode())
-        os._exit(0)
-    os.close(write)
-    theirs = os.read(read, 32).decode()
-    os.close(read)
-    os.waitpid(child, 0)
-    assert theirs != new_receipt_id()
-
-
-def test_receipt_ids_are_distinct_128_bit_hex_across_batches() -> None:
-    ids = [new_receipt_id() for _ in range(300)]  # several batches of 64
-    assert len(set(ids)) == len(ids)
-    for receipt_id in ids:
-        assert len(receipt_id) == 32
-        assert int(receipt_id, 16) >= 0
 
 
 def test_the_call_coroutine_stays_a_small_object() -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import AuditEvent, AuditKind
@@ -237,3 +238,69 @@ async def test_a_closing_writer_promises_no_run_end(engine: AsyncEngine) -> None
     writer.start()
     await writer.aclose()
     assert writer.end_run_with([], _end()) is None
+
+
+def _run_row(run_id: str) -> dict[str, object]:
+    now = datetime.now(UTC)
+    return {
+        "id": run_id,
+        "kind": "sequential",
+        "owner": "o",
+        "status": "running",
+        "contract_hash": HASH,
+        "instance_id": "i",
+        "call_count": 0,
+        "created_at": now,
+        "started_at": now,
+    }
+
+
+async def _turns(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_a_lone_run_does_not_wait_for_the_linger(engine: AsyncEngine) -> None:
+    # An hour's linger: had the start waited for it, the test would hang.
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=3600)
+    writer.start()
+    try:
+        await asyncio.wait_for(writer.start_run(_run_row("lone")), timeout=60)
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
+        await asyncio.wait_for(receipt, timeout=60)
+        ended = writer.end_run({**_end(), "run_id": "lone"})
+        await asyncio.wait_for(ended, timeout=60)
+    finally:
+        await writer.aclose()
+
+
+async def test_the_linger_waits_while_another_run_is_open(engine: AsyncEngine) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.5)
+    writer.start()
+    try:
+        await writer.start_run(_run_row("first"))
+        second = writer.start_run(_run_row("second"))
+        await _turns(50)
+        assert not second.done()  # two runs open: rows that may join are awaited
+        await second
+        ended = writer.end_run({**_end(), "run_id": "first"})
+        await _turns(50)
+        assert not ended.done()  # "second" is still open
+        await ended
+        # One run open now: its end commits without lingering.
+        await asyncio.wait_for(writer.end_run({**_end(), "run_id": "second"}), timeout=60)
+    finally:
+        await writer.aclose()
+
+
+async def test_a_start_that_failed_to_commit_leaves_no_run_open(engine: AsyncEngine) -> None:
+    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
+    writer.start()
+    try:
+        await writer.start_run(_run_row("open"))
+        unknown_contract = {**_run_row("refused"), "contract_hash": "not-a-snapshot"}
+        with pytest.raises(DBAPIError, match=r"FOREIGN KEY|foreign key"):
+            await writer.start_run(unknown_contract)
+    finally:
+        await writer.aclose()
+    assert writer._open_runs == {"open"}
