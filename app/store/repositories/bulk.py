@@ -260,7 +260,10 @@ async def _postgres(
 
 # A run's end, as `RunRepository.finish_many` writes it (a None `call_count`
 # keeps the stored count). SQLite: one executemany of plain tuples; PostgreSQL:
-# one UPDATE joined to the batch as a JSON record set.
+# one UPDATE joined to the batch as a JSON record set. The planner takes any
+# set-returning function for 100 rows and so joined the whole `runs` table by a
+# sequential scan (a cost growing with every run ever stored); the ids, passed
+# again as an array, let it find the rows through the primary key instead.
 _FINISH_SQLITE = (
     'UPDATE "runs" SET "status" = ?, "outcome" = ?, '
     '"call_count" = coalesce(?, "call_count"), "finished_at" = ? WHERE "id" = ?'
@@ -270,7 +273,7 @@ _FINISH_POSTGRES = (
     '"call_count" = coalesce(e.call_count, "runs"."call_count"), "finished_at" = e.finished_at '
     "FROM json_to_recordset(%s::json) AS e(run_id text, status text, outcome json, "
     "call_count integer, finished_at timestamptz) "
-    'WHERE "runs"."id" = e.run_id'
+    'WHERE "runs"."id" = e.run_id AND "runs"."id" = ANY(%s::text[])'
 )
 _FINISH_POSTGRES_ROWS = (
     'UPDATE "runs" SET "status" = %s, "outcome" = %s::json, '
@@ -385,14 +388,15 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
-        prepared: list[tuple[str, str] | None] = []
+        prepared: list[tuple[str, tuple[Any, ...]] | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 batch = _batch_json(step.layout, step.rows)
-                prepared.append(None if batch is None else (step.layout.json_sql, batch))
+                prepared.append(None if batch is None else (step.layout.json_sql, (batch,)))
             else:
                 batch = _ends_json(step.ends)
-                prepared.append(None if batch is None else (_FINISH_POSTGRES, batch))
+                ids = [end["run_id"] for end in step.ends]
+                prepared.append(None if batch is None else (_FINISH_POSTGRES, (batch, ids)))
         if any(item is None for item in prepared):
             # A batch needs COPY (or per-row parameters): one statement at a time.
             for step in self._steps:
@@ -412,7 +416,7 @@ class BulkWrite:
                 for item in prepared:
                     assert item is not None
                     statement = item[0]
-                    await cursor.execute(item[0], (item[1],))
+                    await cursor.execute(item[0], item[1])
                 if commit:
                     statement = "COMMIT"
                     await driver.commit()  # in the pipeline: the same round trip

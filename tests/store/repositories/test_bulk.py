@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import bindparam, event, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.store.database import create_session_factory
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
-from app.store.repositories.bulk import BulkWrite
+from app.store.repositories.bulk import _FINISH_POSTGRES, BulkWrite, _ends_json
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from tests.store.factories import CONTRACT_HASH, T0, create_run, receipt_row
 
@@ -369,3 +371,48 @@ async def test_a_bulk_write_may_commit_in_its_own_driver_call(engine: AsyncEngin
     async with sessions() as session:
         assert await RunRepository(session).get("run-2") is None
     assert len(commits) == 1
+
+
+@pytest.mark.postgres
+async def test_run_ends_on_postgresql_find_their_runs_through_the_primary_key(
+    postgres_url: str,
+) -> None:
+    """The batch UPDATE must not scan every run ever stored (its cost would grow
+    with the table), in the plan made for the first executions or the generic one."""
+    await upgrade_database(postgres_url)
+    engine = create_database_engine(postgres_url)
+    try:
+        sessions = create_session_factory(engine)
+        async with sessions() as session:
+            await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {}, 0)
+            rows = [_run_row(f"run-{index}") for index in range(3000)]
+            await BulkWrite().add_runs(rows).execute(session, commit=True)
+        async with engine.connect() as connection:
+            await connection.exec_driver_sql("ANALYZE runs")
+            raw = await connection.get_raw_connection()
+            driver = raw.driver_connection
+            assert isinstance(driver, psycopg.AsyncConnection)
+            ends = _ends(["run-1", "run-2"], "x")
+            parameters = (_ends_json(ends), [end["run_id"] for end in ends])
+            plans = []
+            prepare = f"PREPARE finish(json, text[]) AS {_as_numbered(_FINISH_POSTGRES)}"
+            async with psycopg.AsyncClientCursor(driver) as cursor:
+                for mode in ("force_custom_plan", "force_generic_plan"):
+                    await cursor.execute(f"SET plan_cache_mode = {mode}")
+                    await cursor.execute(prepare)
+                    await cursor.execute("EXPLAIN EXECUTE finish(%s, %s)", parameters)
+                    plans.append("\n".join(row[0] for row in await cursor.fetchall()))
+                    await cursor.execute("DEALLOCATE finish")
+            await driver.rollback()
+    finally:
+        await engine.dispose()
+    for plan in plans:
+        assert "pk_runs" in plan, plan
+        assert "Seq Scan on runs" not in plan, plan
+
+
+def _as_numbered(statement: str) -> str:
+    """`%s` placeholders as PREPARE's `$1, $2, ...`."""
+    parts = statement.split("%s")
+    numbered = [f"{part}${index}" for index, part in enumerate(parts[:-1], 1)]
+    return "".join(numbered) + parts[-1]
