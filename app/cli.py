@@ -163,7 +163,7 @@ def _serve(settings: Settings) -> int:
             asyncio.run(_prepare_database(settings.database_url))
         except DatabaseUnavailable as exc:
             return _fail(str(exc))
-    app = create_app(settings, contract, freeze_heap=True)
+    app = create_app(settings, contract, tune_collector=True)
     # log_config=None keeps the redacting handler; the middleware logs each request.
     server = uvicorn.Server(
         uvicorn.Config(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -10,6 +9,7 @@ from fastapi import APIRouter, FastAPI
 
 from app.api import health, metrics, plans, receipts, resume, router, run_control, runs, tools
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
+from app.api.collector import tune_for_serving
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
 from app.api.waiting import runtime_when_reachable
@@ -20,16 +20,13 @@ from app.settings import Settings
 
 
 def create_app(
-    settings: Settings | None = None, contract: Contract | None = None, *, freeze_heap: bool = False
+    settings: Settings | None = None,
+    contract: Contract | None = None,
+    *,
+    tune_collector: bool = False,
 ) -> FastAPI:
-    """`freeze_heap`: once started, move every object alive to the collector's permanent
-    generation (`gc.freeze`), as a server process should (`toolloop serve`).
-
-    The modules, the contract and the runtime live as long as the process; without
-    the freeze every full collection walks them again (about 150,000 objects, tens of
-    milliseconds during which no request moves). Not for a process that builds apps
-    again and again (tests): what a frozen app leaves behind is never collected.
-    """
+    """`tune_collector`: once started, set the garbage collector as a server process
+    should (`toolloop serve`): `app.api.collector.tune_for_serving`."""
     resolved = settings or Settings()
 
     @asynccontextmanager
@@ -46,14 +43,14 @@ def create_app(
         )
         if resolved.wait_for_database_s > 0:
             async with runtime_when_reachable(app.state, resolved, loaded):
-                if freeze_heap:
-                    gc.freeze()
+                if tune_collector:
+                    tune_for_serving()
                 yield
             return
         runtime = await open_runtime(resolved, loaded)
         app.state.runtime = runtime
-        if freeze_heap:
-            gc.freeze()
+        if tune_collector:
+            tune_for_serving()
         try:
             yield
         finally:
