@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import harness
+from app.api.collector import tune_for_serving
+from bench import harness, peers
 from bench.stats import Section
 
 RESULTS = Path(__file__).with_name("results")
@@ -57,6 +58,7 @@ def machine() -> dict[str, str]:
         "platform": platform.platform(),
         "commit": commit,
         "quick": str(harness.QUICK),
+        "collector": "as a server's (app.api.collector.tune_for_serving)",
     }
 
 
@@ -84,6 +86,11 @@ async def main() -> int:
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(sections)}")
         return 2
+    # The collector as `toolloop serve` sets it, once everything is imported (the
+    # peers' packages too): every in-process figure, ours and the peers', is taken
+    # under the same settings.
+    peers.import_peers()
+    tune_for_serving()
     about = machine()
     print("# ToolLoop benchmarks", json.dumps(about), sep="\n", flush=True)
     results = []
