@@ -34,6 +34,7 @@ from app.store.database import (
     check_database,
     create_database_engine,
     create_session_factory,
+    create_writer_engine,
     display_url,
 )
 from app.store.migrate import upgrade_database
@@ -49,6 +50,7 @@ class Runtime:
     settings: Settings
     contract: Contract
     database: AsyncEngine
+    writer_database: AsyncEngine  # `database` itself on SQLite
     sessions: async_sessionmaker[AsyncSession]
     instance_id: str
     database_display: str
@@ -83,6 +85,8 @@ class Runtime:
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
+        if self.writer_database is not self.database:
+            await self.writer_database.dispose()
         await self.database.dispose()
         forget_this_process()
 
@@ -109,8 +113,9 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     except BaseException:
         await database.dispose()
         raise
+    writer_database = create_writer_engine(settings.database_url, database)
     writer = GroupCommitWriter(
-        sessions,
+        create_session_factory(writer_database),
         linger_s=settings.group_commit_linger_s,
         max_stored_output_bytes=settings.max_stored_output_bytes,
     )
@@ -138,6 +143,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         settings=settings,
         contract=contract,
         database=database,
+        writer_database=writer_database,
         sessions=sessions,
         instance_id=instance_id,
         database_display=display_url(settings.database_url),

@@ -64,6 +64,23 @@ def create_database_engine(
     )
 
 
+def create_writer_engine(url: str | URL, shared: AsyncEngine) -> AsyncEngine:
+    """The engine the group-commit writer writes through.
+
+    SQLite: `shared`, whose one connection everyone queues for (see above).
+    PostgreSQL: one connection of the writer's own, not pinged before each use.
+    The writer retries a transaction that failed on a dropped connection (the
+    connection is then replaced), so the ping bought it nothing, and it was one
+    more round trip in series with every commit.
+    """
+    parsed = _parse(url)
+    if _is_postgres(parsed):
+        return _postgres_engine(
+            parsed, pool_size=1, max_overflow=0, echo=bool(shared.echo), pre_ping=False
+        )
+    return shared
+
+
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
@@ -137,7 +154,9 @@ def _apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def _postgres_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
+def _postgres_engine(
+    url: URL, *, pool_size: int, max_overflow: int, echo: bool, pre_ping: bool = True
+) -> AsyncEngine:
     connect_args: dict[str, Any] = {}
     if "connect_timeout" not in url.query:
         connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
@@ -146,7 +165,7 @@ def _postgres_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool)
     return create_async_engine(
         url,
         echo=echo,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         pool_size=pool_size,
         max_overflow=max_overflow,
         connect_args=connect_args,

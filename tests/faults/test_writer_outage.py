@@ -20,7 +20,7 @@ from app.service.errors import StorageUnavailable
 from app.service.outage import is_transient, retry_transient
 from app.service.run_records import NOT_RUN, record_run_start
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_session_factory
+from app.store.database import create_session_factory, create_writer_engine
 from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -170,6 +170,40 @@ async def test_a_connection_killed_under_the_bulk_insert_is_retried_without_a_du
             stored = await ReceiptRepository(session).list_for_run("run-1")
     assert killed
     assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]
+
+
+async def test_the_writers_own_connection_killed_while_idle_is_replaced_by_a_retry(
+    postgres_url: str,
+) -> None:
+    # The writer's engine pings nothing before a batch: the first statement on the
+    # dead connection fails, the connection is dropped, and the retry commits.
+    admin = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    pids: list[int] = []
+    retries: list[str] = []
+    async with engine_with_a_run(postgres_url) as engine:
+        writer_engine = create_writer_engine(postgres_url, engine)
+        event.listen(
+            writer_engine.sync_engine,
+            "connect",
+            lambda dbapi_connection, _record: pids.append(dbapi_connection.info.backend_pid),
+        )
+        writer = GroupCommitWriter(create_session_factory(writer_engine))
+        writer.start()
+        try:
+            await writer.submit(succeeded_receipt(0, {"n": 0}))
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute("SELECT pg_terminate_backend(%s, 5000)", (pids[0],))
+            outage = writer.outage()
+            outage.add_done_callback(lambda _future: retries.append("retried"))
+            await writer.submit(succeeded_receipt(1, {"n": 1}))
+        finally:
+            await writer.aclose()
+            await writer_engine.dispose()
+        async with create_session_factory(engine)() as session:
+            stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert len(pids) == 2  # a new connection replaced the killed one
+    assert retries == ["retried"]
+    assert [(r.id, r.output) for r in stored] == [("r0", {"n": 0}), ("r1", {"n": 1})]
 
 
 class _CommitFailsOnce:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from app.store.database import (
     DatabaseUnavailable,
     UnsupportedDatabaseURL,
     check_database,
     create_database_engine,
+    create_writer_engine,
     database_target,
     display_url,
 )
@@ -144,3 +146,32 @@ def test_unsupported_urls_are_refused_without_echoing_the_password(url: str) -> 
     with pytest.raises(UnsupportedDatabaseURL) as caught:
         create_database_engine(url)
     assert "secret" not in str(caught.value)
+
+
+async def test_the_writer_shares_sqlites_one_connection(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolloop.db'}"
+    shared = create_database_engine(url)
+    try:
+        assert create_writer_engine(url, shared) is shared
+    finally:
+        await shared.dispose()
+
+
+@pytest.mark.postgres
+async def test_the_writer_has_one_unpinged_postgresql_connection_of_its_own(
+    postgres_url: str,
+) -> None:
+    shared = create_database_engine(postgres_url)
+    writer = create_writer_engine(postgres_url, shared)
+    try:
+        assert writer is not shared
+        assert writer.url == shared.url
+        pool = writer.pool
+        assert isinstance(pool, AsyncAdaptedQueuePool)
+        assert (pool.size(), pool._max_overflow, pool._pre_ping) == (1, 0, False)
+        assert shared.pool._pre_ping  # type: ignore[attr-defined]
+        async with writer.connect() as connection:
+            assert (await connection.execute(text("SELECT 1"))).scalar() == 1
+    finally:
+        await writer.dispose()
+        await shared.dispose()
