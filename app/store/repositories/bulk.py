@@ -132,10 +132,23 @@ def _complete(layout: _Layout, row: Mapping[str, Any]) -> dict[str, Any]:
     return full
 
 
+# "YYYY-MM-DD HH:MM:SS" by the UTC second: the writer renders two or three
+# datetimes per call, mostly within the same few seconds, and formatting an
+# aware datetime whole costs about twice as much as this lookup.
+_SECOND_PREFIXES: dict[tuple[int, int, int, int, int, int], str] = {}
+_MAX_SECOND_PREFIXES = 4096
+
+
 def _sqlite_time(value: datetime) -> str:
     """As `UtcDateTime` and SQLite's DATETIME store it: naive UTC, microseconds always."""
     if value.tzinfo is UTC:
-        return value.isoformat(" ", "microseconds")[:-6]  # without "+00:00"
+        second = (value.year, value.month, value.day, value.hour, value.minute, value.second)
+        prefix = _SECOND_PREFIXES.get(second)
+        if prefix is None:
+            if len(_SECOND_PREFIXES) >= _MAX_SECOND_PREFIXES:
+                _SECOND_PREFIXES.clear()
+            prefix = _SECOND_PREFIXES[second] = value.isoformat(" ")[:19]
+        return f"{prefix}.{value.microsecond:06d}"
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")

@@ -14,7 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
-from app.store.repositories.bulk import _FINISH_POSTGRES, BulkWrite, _ends_json
+from app.store.repositories.bulk import (
+    _FINISH_POSTGRES,
+    _MAX_SECOND_PREFIXES,
+    _SECOND_PREFIXES,
+    BulkWrite,
+    _ends_json,
+    _sqlite_time,
+)
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from tests.store.factories import CONTRACT_HASH, T0, create_run, receipt_row
 
@@ -416,3 +423,20 @@ def _as_numbered(statement: str) -> str:
     parts = statement.split("%s")
     numbered = [f"{part}${index}" for index, part in enumerate(parts[:-1], 1)]
     return "".join(numbered) + parts[-1]
+
+
+def test_sqlite_times_are_rendered_as_isoformat_would_through_the_prefix_cache() -> None:
+    """Naive UTC with microseconds always, whether the second's prefix is cached or not."""
+    samples = [
+        datetime(2026, 12, 1, 3, 4, 5, 0, tzinfo=UTC),
+        datetime(2026, 12, 1, 3, 4, 5, 7, tzinfo=UTC),
+        datetime(999, 1, 2, 3, 4, 5, 999_999, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, 59, 123_456, tzinfo=UTC),
+        datetime(2027, 1, 1, 1, 59, 59, 123_456, tzinfo=PLUS_TWO),
+    ]
+    # More distinct seconds than the cache keeps: it is emptied and refilled.
+    samples += [T0 + timedelta(seconds=index, microseconds=index) for index in range(5000)]
+    for value in samples * 2:
+        expected = value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+        assert _sqlite_time(value) == expected
+    assert len(_SECOND_PREFIXES) <= _MAX_SECOND_PREFIXES
