@@ -278,8 +278,8 @@ async def _postgres(
 # sequential scan (a cost growing with every run ever stored); the ids, passed
 # again as an array, let it find the rows through the primary key instead. It
 # is planned at every execution, never prepared: a plan kept from when `runs`
-# was nearly empty (a new database) scans it whole until statistics catch up,
-# and every batch took longer than the last (1 to 10 ms within 25 s here).
+# was nearly empty (a new database) scans it whole until an analyze replaces
+# it (never, with autovacuum off), every batch longer than the last.
 _FINISH_SQLITE = (
     'UPDATE "runs" SET "status" = ?, "outcome" = ?, '
     '"call_count" = coalesce(?, "call_count"), "finished_at" = ? WHERE "id" = ?'
