@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ pytestmark = [
 ]
 
 
+PLAN_PROBES_IN_FLIGHT = 4
+
+
 @dataclass
 class Probe:
     at: float
@@ -62,16 +66,29 @@ class Prober:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self, watched_run: str) -> None:
-        with httpx.Client(base_url=self.base, timeout=15) as client:
+        # A plan probe whose run started before the outage waits for its receipts
+        # to commit (delayed, not lost) until the database is back: plan probes go
+        # from a pool, so one waiting never keeps the other probes from being sent.
+        in_flight: set[Future[None]] = set()
+        with (
+            httpx.Client(base_url=self.base, timeout=15) as client,
+            ThreadPoolExecutor(max_workers=PLAN_PROBES_IN_FLIGHT) as plans,
+        ):
             while not self._stop.is_set():
                 self._probe(client, "readyz", "GET", "/readyz")
                 self._probe(client, "run", "GET", f"/runs/{watched_run}")
-                response = self._probe(
-                    client, "plan", "POST", "/plans/sequential", sequential(step("probe"))
-                )
-                if response is not None and response.status_code == 200:
-                    self.started_runs.append(response.json()["plan_id"])
+                in_flight = {future for future in in_flight if not future.done()}
+                if len(in_flight) < PLAN_PROBES_IN_FLIGHT:
+                    in_flight.add(plans.submit(self._plan))
                 time.sleep(0.05)
+
+    def _plan(self) -> None:
+        with httpx.Client(base_url=self.base, timeout=15) as client:
+            response = self._probe(
+                client, "plan", "POST", "/plans/sequential", sequential(step("probe"))
+            )
+        if response is not None and response.status_code == 200:
+            self.started_runs.append(response.json()["plan_id"])
 
     def _probe(
         self, client: httpx.Client, what: str, method: str, path: str, body: Any = None
