@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.receipt import Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.service.writer import GroupCommitWriter
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
@@ -45,6 +47,17 @@ async def engine_with_a_run(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
+
+
+@asynccontextmanager
+async def running_writer(engine: AsyncEngine, **options: Any) -> AsyncIterator[GroupCommitWriter]:
+    """A started `GroupCommitWriter(sessions of engine, **options)`, closed on the way out."""
+    writer = GroupCommitWriter(create_session_factory(engine), **options)
+    writer.start()
+    try:
+        yield writer
+    finally:
+        await writer.aclose()
 
 
 def succeeded_receipt(

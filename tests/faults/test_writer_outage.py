@@ -25,7 +25,7 @@ from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from tests.writer_support import HASH, engine_with_a_run, succeeded_receipt
+from tests.writer_support import HASH, engine_with_a_run, running_writer, succeeded_receipt
 
 
 @pytest.fixture
@@ -187,17 +187,15 @@ async def test_the_writers_own_connection_killed_while_idle_is_replaced_by_a_ret
             "connect",
             lambda dbapi_connection, _record: pids.append(dbapi_connection.info.backend_pid),
         )
-        writer = GroupCommitWriter(create_session_factory(writer_engine))
-        writer.start()
         try:
-            await writer.submit(succeeded_receipt(0, {"n": 0}))
-            with psycopg.connect(admin, autocommit=True) as connection:
-                connection.execute("SELECT pg_terminate_backend(%s, 5000)", (pids[0],))
-            outage = writer.outage()
-            outage.add_done_callback(lambda _future: retries.append("retried"))
-            await writer.submit(succeeded_receipt(1, {"n": 1}))
+            async with running_writer(writer_engine) as writer:
+                await writer.submit(succeeded_receipt(0, {"n": 0}))
+                with psycopg.connect(admin, autocommit=True) as connection:
+                    connection.execute("SELECT pg_terminate_backend(%s, 5000)", (pids[0],))
+                outage = writer.outage()
+                outage.add_done_callback(lambda _future: retries.append("retried"))
+                await writer.submit(succeeded_receipt(1, {"n": 1}))
         finally:
-            await writer.aclose()
             await writer_engine.dispose()
         async with create_session_factory(engine)() as session:
             stored = await ReceiptRepository(session).list_for_run("run-1")

@@ -16,7 +16,13 @@ from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from tests.writer_support import HASH, CommitCounter, engine_with_a_run, succeeded_receipt
+from tests.writer_support import (
+    HASH,
+    CommitCounter,
+    engine_with_a_run,
+    running_writer,
+    succeeded_receipt,
+)
 
 
 @pytest.fixture
@@ -29,13 +35,9 @@ async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
     engine: AsyncEngine,
 ) -> None:
     commits = CommitCounter(engine)
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
-    writer.start()
-    try:
+    async with running_writer(engine, linger_s=0.005) as writer:
         futures = [writer.submit(succeeded_receipt(seq, {"n": seq})) for seq in range(200)]
         await asyncio.gather(*futures)
-    finally:
-        await writer.aclose()
     assert 1 <= commits.count < 20
     async with create_session_factory(engine)() as session:
         stored = await ReceiptRepository(session).list_for_run("run-1")
@@ -43,9 +45,7 @@ async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(
 
 
 async def test_stored_rows_are_the_redacted_copy(engine: AsyncEngine) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine))
-    writer.start()
-    try:
+    async with running_writer(engine) as writer:
         await writer.submit(
             succeeded_receipt(
                 0,
@@ -66,8 +66,6 @@ async def test_stored_rows_are_the_redacted_copy(engine: AsyncEngine) -> None:
             )
         )
         await writer.flush()
-    finally:
-        await writer.aclose()
     async with create_session_factory(engine)() as session:
         (stored,) = await ReceiptRepository(session).list_for_run("run-1")
         events = await AuditRepository(session).list_for_run("run-1")
@@ -76,43 +74,22 @@ async def test_stored_rows_are_the_redacted_copy(engine: AsyncEngine) -> None:
 
 
 async def test_a_failed_write_fails_the_waiting_receipts(engine: AsyncEngine) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine))
-    writer.start()
-    try:
+    async with running_writer(engine) as writer:
         await writer.submit(succeeded_receipt(0, {}))
         duplicate = writer.submit(succeeded_receipt(0, {}))
         with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
             await duplicate
         await writer.submit(succeeded_receipt(1, {}))
-    finally:
-        await writer.aclose()
 
 
 async def test_run_starts_and_ends_share_group_commits_with_receipts(
     engine: AsyncEngine,
 ) -> None:
     commits = CommitCounter(engine)
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
-    writer.start()
     now = datetime.now(UTC)
-    try:
+    async with running_writer(engine, linger_s=0.005) as writer:
         await asyncio.gather(
-            *(
-                writer.start_run(
-                    {
-                        "id": f"started-{index}",
-                        "kind": "sequential",
-                        "owner": "o",
-                        "status": "running",
-                        "contract_hash": HASH,
-                        "instance_id": "i",
-                        "call_count": 0,
-                        "created_at": now,
-                        "started_at": now,
-                    }
-                )
-                for index in range(50)
-            )
+            *(writer.start_run(_run_row(f"started-{index}")) for index in range(50))
         )
         started_commits = commits.count
         receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
@@ -120,8 +97,6 @@ async def test_run_starts_and_ends_share_group_commits_with_receipts(
             {"run_id": "run-1", "status": "succeeded", "call_count": 1, "finished_at": now}
         )
         await asyncio.gather(receipt, end)
-    finally:
-        await writer.aclose()
     assert 1 <= started_commits < 10
     async with create_session_factory(engine)() as session:
         runs = RunRepository(session)
@@ -142,23 +117,9 @@ async def test_a_batch_goes_to_the_driver_in_one_call_below_sqlalchemy(
         "before_cursor_execute",
         lambda _c, _cur, statement, *_rest: statements.append(statement),
     )
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
-    writer.start()
     now = datetime.now(UTC)
-    try:
-        start = writer.start_run(
-            {
-                "id": "run-2",
-                "kind": "sequential",
-                "owner": "o",
-                "status": "running",
-                "contract_hash": HASH,
-                "instance_id": "i",
-                "call_count": 0,
-                "created_at": now,
-                "started_at": now,
-            }
-        )
+    async with running_writer(engine, linger_s=0.005) as writer:
+        start = writer.start_run(_run_row("run-2"))
         receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
         writer.emit(
             AuditEvent(AuditKind.CALL_FINISHED, now, "run-1", None, "t", "c0", None, {"ok": True})
@@ -168,8 +129,6 @@ async def test_a_batch_goes_to_the_driver_in_one_call_below_sqlalchemy(
         )
         assert start is receipt is end  # one transaction
         await end
-    finally:
-        await writer.aclose()
     assert statements == []
     async with create_session_factory(engine)() as session:
         runs = RunRepository(session)
@@ -191,15 +150,11 @@ def _end(status: str = "succeeded") -> dict[str, object]:
 async def test_a_run_end_joins_the_open_transaction_its_receipts_wait_on(
     engine: AsyncEngine,
 ) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
-    writer.start()
-    try:
+    async with running_writer(engine, linger_s=0.005) as writer:
         receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
         end = writer.end_run_with([receipt], _end())
         assert end is receipt  # one transaction: the end commits with the receipt or not at all
         await receipt
-    finally:
-        await writer.aclose()
     async with create_session_factory(engine)() as session:
         finished = await RunRepository(session).get("run-1")
     assert finished is not None
@@ -209,9 +164,7 @@ async def test_a_run_end_joins_the_open_transaction_its_receipts_wait_on(
 async def test_a_run_end_is_not_promised_a_transaction_other_than_its_receipts(
     engine: AsyncEngine,
 ) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine), max_batch=1)
-    writer.start()
-    try:
+    async with running_writer(engine, max_batch=1) as writer:
         first = writer.submit(succeeded_receipt(0, {"n": 0}))
         second = writer.submit(succeeded_receipt(1, {"n": 1}))  # the first group is full
         assert first is not second
@@ -225,8 +178,6 @@ async def test_a_run_end_is_not_promised_a_transaction_other_than_its_receipts(
         end = writer.end_run_with([first, second], _end("failed"))
         assert end is not None
         await end
-    finally:
-        await writer.aclose()
     async with create_session_factory(engine)() as session:
         finished = await RunRepository(session).get("run-1")
     assert finished is not None
@@ -262,22 +213,16 @@ async def _turns(count: int) -> None:
 
 async def test_a_lone_run_does_not_wait_for_the_linger(engine: AsyncEngine) -> None:
     # An hour's linger: had the start waited for it, the test would hang.
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=3600)
-    writer.start()
-    try:
+    async with running_writer(engine, linger_s=3600) as writer:
         await asyncio.wait_for(writer.start_run(_run_row("lone")), timeout=60)
         receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
         await asyncio.wait_for(receipt, timeout=60)
         ended = writer.end_run({**_end(), "run_id": "lone"})
         await asyncio.wait_for(ended, timeout=60)
-    finally:
-        await writer.aclose()
 
 
 async def test_the_linger_waits_while_another_run_is_open(engine: AsyncEngine) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.5)
-    writer.start()
-    try:
+    async with running_writer(engine, linger_s=0.5) as writer:
         await writer.start_run(_run_row("first"))
         second = writer.start_run(_run_row("second"))
         await _turns(50)
@@ -289,18 +234,12 @@ async def test_the_linger_waits_while_another_run_is_open(engine: AsyncEngine) -
         await ended
         # One run open now: its end commits without lingering.
         await asyncio.wait_for(writer.end_run({**_end(), "run_id": "second"}), timeout=60)
-    finally:
-        await writer.aclose()
 
 
 async def test_a_start_that_failed_to_commit_leaves_no_run_open(engine: AsyncEngine) -> None:
-    writer = GroupCommitWriter(create_session_factory(engine), linger_s=0.005)
-    writer.start()
-    try:
+    async with running_writer(engine, linger_s=0.005) as writer:
         await writer.start_run(_run_row("open"))
         unknown_contract = {**_run_row("refused"), "contract_hash": "not-a-snapshot"}
         with pytest.raises(DBAPIError, match=r"FOREIGN KEY|foreign key"):
             await writer.start_run(unknown_contract)
-    finally:
-        await writer.aclose()
     assert writer._open_runs == {"open"}
