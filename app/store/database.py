@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -142,7 +143,32 @@ def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -
         **options,
     )
     event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
+    _skip_idle_rollbacks(engine)
     return engine
+
+
+def _skip_idle_rollbacks(engine: AsyncEngine) -> None:
+    """Roll back only a connection that is in a transaction.
+
+    SQLAlchemy rolls back every connection it gives back: a session's close,
+    then the pool's reset. On SQLite each is a round trip to aiosqlite's thread
+    (and a wait for the GIL there while the event loop is busy), although
+    sqlite3 itself does nothing outside a transaction: the group-commit writer
+    (which commits in the driver) paid two per batch, and every read one or
+    two. `in_transaction` is read on the loop's thread; nothing else runs on
+    the connection while SQLAlchemy ends its use. psycopg makes the same check
+    itself, so PostgreSQL needs none.
+    """
+    dialect = engine.sync_engine.dialect
+    rollback = dialect.do_rollback
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if isinstance(driver, aiosqlite.Connection) and not driver.in_transaction:
+            return
+        rollback(dbapi_connection)
+
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
 
 
 def _apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -5,6 +5,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiosqlite
 import pytest
 from sqlalchemy import text
 from sqlalchemy.pool import AsyncAdaptedQueuePool
@@ -14,6 +15,7 @@ from app.store.database import (
     UnsupportedDatabaseURL,
     check_database,
     create_database_engine,
+    create_session_factory,
     create_writer_engine,
     database_target,
     display_url,
@@ -175,3 +177,53 @@ async def test_the_writer_has_one_unpinged_postgresql_connection_of_its_own(
     finally:
         await writer.dispose()
         await shared.dispose()
+
+
+@pytest.fixture
+def sqlite_rollbacks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each rollback sent to aiosqlite's thread, recorded as whether it had a transaction."""
+    sent: list[bool] = []
+    rollback = aiosqlite.Connection.rollback
+
+    async def counted(self: aiosqlite.Connection) -> None:
+        sent.append(self.in_transaction)
+        await rollback(self)
+
+    monkeypatch.setattr(aiosqlite.Connection, "rollback", counted)
+    return sent
+
+
+async def test_sqlite_sends_no_rollback_for_a_connection_outside_a_transaction(
+    sqlite_url: str, sqlite_rollbacks: list[bool]
+) -> None:
+    engine = create_database_engine(sqlite_url)
+    sessions = create_session_factory(engine)
+    try:
+        async with sessions() as session:  # a read: the session's rollback and the pool's reset
+            assert (await session.execute(text("SELECT 1"))).scalar() == 1
+        async with engine.connect() as connection:
+            await connection.execute(text("CREATE TABLE t (v INTEGER)"))
+            await connection.commit()
+    finally:
+        await engine.dispose()
+    assert sqlite_rollbacks == []
+
+
+async def test_sqlite_still_rolls_back_what_was_not_committed(
+    sqlite_url: str, sqlite_rollbacks: list[bool]
+) -> None:
+    engine = create_database_engine(sqlite_url)
+    sessions = create_session_factory(engine)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("CREATE TABLE t (v INTEGER)"))
+        async with sessions() as session:  # closed without a commit
+            await session.execute(text("INSERT INTO t VALUES (1)"))
+        async with engine.connect() as connection:  # given back to the pool without one
+            await connection.execute(text("INSERT INTO t VALUES (2)"))
+        async with engine.connect() as connection:
+            count = (await connection.execute(text("SELECT count(*) FROM t"))).scalar()
+    finally:
+        await engine.dispose()
+    assert count == 0
+    assert sqlite_rollbacks == [True, True]
