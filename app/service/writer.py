@@ -20,7 +20,11 @@ the writer from sending earlier batches until it ends.
 
 The linger is spent only while more than one run is open (started through the
 writer, its end not yet written): it waits for rows that could share the
-commit, and a lone run has no one to wait for.
+commit, and a lone run has no one to wait for. Without a linger the writer
+still lets the loop turn once before it takes a transaction: a quick call's
+`call.started` wakes it, and the call's receipt, its `call.finished` and the
+run's end come in that turn; taken at once, the start alone was one more
+commit for a lone plan to wait for.
 
 A call's `call.started` and `call.finished` events that fall in one
 transaction share one audit row (the audit read expands it:
@@ -315,6 +319,10 @@ class GroupCommitWriter:
                 and not self._full()
             ):
                 await asyncio.sleep(self._linger_s)
+            else:
+                # One turn of the loop: what woke the writer is often a call's
+                # start, and a quick call's end comes a turn later.
+                await asyncio.sleep(0)
             self._wake.clear()
             self._writing = True
             while self._groups or self._audit:

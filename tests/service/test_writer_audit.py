@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -168,6 +169,25 @@ async def test_a_long_call_whose_start_committed_first_keeps_its_two_rows(
         {**audit_row(event), "at": event.at.isoformat()} for event in (started(1), finished(1))
     ]
     assert events[1].id - events[0].id == 2  # two rows: the second half of neither
+
+
+async def test_a_call_that_finishes_the_turn_after_it_started_is_one_row(
+    engine: AsyncEngine,
+) -> None:
+    # A lone run: no linger. The writer, woken by the start, gives the loop one
+    # turn before it takes the transaction, and a quick call's end falls in it.
+    writer = GroupCommitWriter(create_session_factory(engine))
+    writer.start()
+    try:
+        writer.emit(started(1))
+        await asyncio.sleep(0)
+        writer.emit(finished(1))
+        await writer.flush()
+    finally:
+        await writer.aclose()
+
+    assert await stored_rows(engine) == 1
+    assert labels(await read(engine)) == ["started r1", "finished r1"]
 
 
 async def test_parallel_calls_read_each_start_just_before_its_finish(engine: AsyncEngine) -> None:
