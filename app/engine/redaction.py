@@ -55,11 +55,12 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
 
 
 # Every pattern needs one of these literals (`_PATTERNS` names them; a test holds
-# `_may_hold_secret` to this list); most strings have none.
+# `may_hold_secret` to this list); most strings have none.
 _LITERALS = ("://", "sk-", "eyJ", "earer", "EARER", "AKIA", "ASIA", "-----BEGIN")
 
 
-def _may_hold_secret(text: str) -> bool:
+def may_hold_secret(text: str) -> bool:
+    """False proves `text` holds nothing a built-in pattern would redact."""
     return (
         "://" in text
         or "sk-" in text
@@ -85,7 +86,7 @@ _EXACT_JSON = (
 
 def redact_text(text: str) -> str:
     """Replace every built-in secret pattern in `text` with `[REDACTED]`."""
-    if not _may_hold_secret(text):
+    if not may_hold_secret(text):
         return text
     for literals, pattern, replacement in _PATTERNS:
         for literal in literals:
@@ -125,7 +126,7 @@ class Redactor:
             except TypeError:
                 pass  # not plain JSON: the walk decides
             else:
-                if not _may_hold_secret(text):
+                if not may_hold_secret(text):
                     return value
         try:
             return self._redact(value)

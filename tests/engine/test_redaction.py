@@ -13,7 +13,7 @@ from app.engine.redaction import (
     DEFAULT_REDACTOR,
     REDACTED,
     Redactor,
-    _may_hold_secret,
+    may_hold_secret,
     redact_text,
 )
 
@@ -256,7 +256,7 @@ def test_the_json_shortcut_checks_every_literal_the_patterns_need() -> None:
     needed = {literal for literals, _, _ in _PATTERNS for literal in literals}
     assert needed == set(_LITERALS)
     for literal in _LITERALS:
-        assert _may_hold_secret(f"x{literal}x")
+        assert may_hold_secret(f"x{literal}x")
         # A container holding just the literal is walked, not waved through.
         value = {"v": f"x{literal}x"}
         assert DEFAULT_REDACTOR.redact(value) == DEFAULT_REDACTOR._redact(value)
@@ -266,7 +266,7 @@ def test_the_json_shortcut_checks_every_literal_the_patterns_need() -> None:
 def test_the_shortcut_walks_every_container_whose_json_shows_a_literal(
     literal: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `redact` inlines `_may_hold_secret`: each literal must send the value to the walk.
+    # `redact` inlines `may_hold_secret`: each literal must send the value to the walk.
     walked: list[Any] = []
     monkeypatch.setattr(Redactor, "_redact", lambda self, value: walked.append(value) or value)
     DEFAULT_REDACTOR.redact({"v": f"x{literal}x"})

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from app.observability.context import LogContext, bind_run, enter_context, leave_context
 from app.observability.logging import (
@@ -123,6 +124,34 @@ def test_configure_logging_routes_everything_through_one_handler() -> None:
     assert all(logging.getLogger(name).propagate for name in UVICORN_LOGGERS)
     lines = _lines(stream)
     assert [line["message"] for line in lines] == ["uvicorn says [REDACTED]"]
+
+
+def test_configured_records_skip_the_thread_and_process_lookups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for flag in ("logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(logging, flag, True)  # restored afterwards
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    stream = io.StringIO()
+    try:
+        configure_logging("info", "json", stream)
+        record = logging.getLogger("toolloop.any").makeRecord(
+            "toolloop.any", logging.INFO, __file__, 1, "x", (), None
+        )
+        logging.getLogger("toolloop.any").handle(record)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+
+    assert (record.thread, record.threadName, record.process, record.processName) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    [line] = _lines(stream)
+    assert set(line) == {"ts", "level", "logger", "message", "request_id", "run_id", "caller"}
 
 
 def test_build_handler_writes_to_the_given_stream() -> None:
