@@ -164,8 +164,13 @@ def _skip_idle_rollbacks(engine: AsyncEngine) -> None:
 
     def do_rollback(dbapi_connection: Any) -> None:
         driver = getattr(dbapi_connection, "driver_connection", None)
-        if isinstance(driver, aiosqlite.Connection) and not driver.in_transaction:
-            return
+        if isinstance(driver, aiosqlite.Connection):
+            try:
+                idle = not driver.in_transaction
+            except (ValueError, sqlite3.Error):  # closed: SQLAlchemy's own rollback skips it
+                idle = False
+            if idle:
+                return
         rollback(dbapi_connection)
 
     dialect.do_rollback = do_rollback  # type: ignore[method-assign]

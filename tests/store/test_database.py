@@ -227,3 +227,16 @@ async def test_sqlite_still_rolls_back_what_was_not_committed(
         await engine.dispose()
     assert count == 0
     assert sqlite_rollbacks == [True, True]
+
+
+async def test_sqlite_gives_back_a_closed_connection_without_an_error(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = create_database_engine(sqlite_url)
+    try:
+        async with engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            await raw.driver_connection.close()
+    finally:
+        await engine.dispose()
+    assert "Exception during reset" not in caplog.text
