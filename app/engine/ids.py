@@ -1,4 +1,4 @@
-"""Identifiers that lead with their creation time.
+"""Identifiers: receipts and runs lead with their creation time; request ids are random.
 
 Receipts and runs are primary keys of tables that grow without end. A random
 key lands on a random page of its b-tree, so once the index outgrows the
@@ -12,6 +12,10 @@ The rest of each id stays random (80 bits), drawn from the OS 64 ids at a
 time: ids are no easier to guess than before, only their creation time shows,
 which the receipt and the run record anyway. A forked child drops what its
 parent had drawn, so two workers never hand out the same ids.
+
+Drawn 64 at a time because `os.urandom` is a system call that lets go of the
+GIL: in the server, another thread waiting for the GIL (aiosqlite's) then
+takes it, and the loop's thread waits to get it back.
 """
 
 from __future__ import annotations
@@ -22,30 +26,57 @@ from time import time_ns
 from uuid import UUID
 
 _BATCH = 64
+
+
+class _Drawn:
+    """Random hex strings of `digits` digits, `_BATCH` drawn from the OS at once.
+
+    `take` pops one off a list (one C call, safe across threads)."""
+
+    __slots__ = ("_cut", "_digits", "_spare", "take_spare")
+
+    def __init__(self, digits: int) -> None:
+        self._digits = digits
+        self._spare: list[str] = []
+        self.take_spare = self._spare.pop
+        # The batch's hex digits cut into pieces, in one C call.
+        self._cut = itemgetter(
+            *(slice(start, start + digits) for start in range(digits, digits * _BATCH, digits))
+        )
+
+    def take(self) -> str:
+        try:
+            return self.take_spare()
+        except IndexError:
+            return self._refill()
+
+    def _refill(self) -> str:
+        """A fresh piece; the rest of its batch is kept for the next ones."""
+        text = os.urandom(self._digits // 2 * _BATCH).hex()
+        self._spare.extend(self._cut(text))
+        return text[: self._digits]
+
+    def drop(self) -> None:
+        self._spare.clear()
+
+
 _TAIL = 20  # hex digits: 80 random bits
-_spare: list[str] = []
-_take_spare = _spare.pop
-# The batch's hex digits cut into tails, in one C call.
-_cut = itemgetter(*(slice(start, start + _TAIL) for start in range(_TAIL, _TAIL * _BATCH, _TAIL)))
+_receipt_tails = _Drawn(_TAIL)
+_run_tails = _Drawn(_TAIL)
+_request_ids = _Drawn(32)
+_take_receipt_tail = _receipt_tails.take_spare
 # The millisecond the last id was made in, and its 12 hex digits.
 _last_ms = -1
 _last_prefix = ""
-
-
-def _refill() -> str:
-    """A fresh tail; the rest of its batch is kept for the next ids."""
-    text = os.urandom(_TAIL // 2 * _BATCH).hex()
-    _spare.extend(_cut(text))
-    return text[:_TAIL]
 
 
 def new_receipt_id() -> str:
     """32 hex digits: milliseconds since the epoch (12), then 80 random bits (20)."""
     global _last_ms, _last_prefix
     try:
-        tail = _take_spare()
+        tail = _take_receipt_tail()
     except IndexError:
-        tail = _refill()
+        tail = _receipt_tails.take()
     now = time_ns() // 1_000_000
     if now != _last_ms:
         _last_ms, _last_prefix = now, f"{now:012x}"
@@ -60,7 +91,7 @@ _RANDOM_B = (1 << 62) - 1  # 62 random bits after the variant
 def new_run_id() -> str:
     """A UUID version 7 (RFC 9562) in its usual text form: milliseconds since
     the epoch in the first 48 bits, then the version, then 74 random bits."""
-    random = int.from_bytes(os.urandom(10))
+    random = int(_run_tails.take(), 16)
     value = (
         (time_ns() // 1_000_000) << 80
         | _VERSION_7
@@ -71,4 +102,14 @@ def new_run_id() -> str:
     return str(UUID(int=value))
 
 
-os.register_at_fork(after_in_child=_spare.clear)
+def new_request_id() -> str:
+    """32 random hex digits (what `uuid4().hex` gave, without building a UUID)."""
+    return _request_ids.take()
+
+
+def _drop_drawn() -> None:
+    for drawn in (_receipt_tails, _run_tails, _request_ids):
+        drawn.drop()
+
+
+os.register_at_fork(after_in_child=_drop_drawn)

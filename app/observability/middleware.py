@@ -8,13 +8,13 @@ route's template (`/runs/{run_id}`), never the raw path.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from time import perf_counter
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.engine.ids import new_request_id
 from app.observability.context import LogContext, enter_context, leave_context
 from app.observability.labels import Children, http_method, status_class
 from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
@@ -45,11 +45,6 @@ def incoming_request_id(scope: Scope) -> str | None:
             text = value.decode("latin-1").strip()
             return text if _REQUEST_ID.fullmatch(text) else None
     return None
-
-
-def new_request_id() -> str:
-    """32 random hex digits (what `uuid4().hex` gave, without building a UUID)."""
-    return os.urandom(16).hex()
 
 
 class ObservabilityMiddleware:

@@ -1,26 +1,35 @@
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
 from app.engine import ids
-from app.engine.ids import new_receipt_id, new_run_id
+from app.engine.ids import new_receipt_id, new_request_id, new_run_id
 
 
-def test_receipt_ids_differ_in_a_forked_child() -> None:
-    new_receipt_id()  # the parent now holds ids drawn ahead of use
+@pytest.mark.parametrize("make", [new_receipt_id, new_run_id, new_request_id])
+def test_ids_differ_in_a_forked_child(make: Callable[[], str]) -> None:
+    make()  # the parent now holds ids drawn ahead of use
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
-        os.write(write, new_receipt_id().encode())
+        os.write(write, make().encode())
         os._exit(0)
     os.close(write)
-    theirs = os.read(read, 32).decode()
+    theirs = os.read(read, 64).decode()
     os.close(read)
     os.waitpid(child, 0)
-    assert theirs != new_receipt_id()
-    assert theirs[12:] != new_receipt_id()[12:]
+    ours = make()
+    assert theirs != ours
+    assert theirs[-20:] != ours[-20:]  # the random part, not only the time
+
+
+def test_request_ids_are_distinct_128_bit_hex_across_batches() -> None:
+    made = [new_request_id() for _ in range(300)]  # several batches of 64
+    assert len(set(made)) == len(made)
+    assert all(len(request_id) == 32 and int(request_id, 16) >= 0 for request_id in made)
 
 
 def test_receipt_ids_are_distinct_128_bit_hex_across_batches() -> None:
@@ -71,9 +80,12 @@ def test_run_ids_are_uuid_version_7_leading_with_their_millisecond() -> None:
 
 def test_run_ids_keep_74_random_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ids, "time_ns", lambda: 0)
+    ids._drop_drawn()
     monkeypatch.setattr(ids.os, "urandom", lambda n: b"\xff" * n)
     every_bit = uuid.UUID(new_run_id()).int
+    ids._drop_drawn()
     monkeypatch.setattr(ids.os, "urandom", lambda n: b"\x00" * n)
     no_bit = uuid.UUID(new_run_id()).int
+    ids._drop_drawn()
     # What differs is the random part: everything but the time, version and variant.
     assert bin(every_bit ^ no_bit).count("1") == 74
