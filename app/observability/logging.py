@@ -8,6 +8,7 @@ reaches a log call reaches a log line, whichever logger emitted it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sys
@@ -129,8 +130,80 @@ def _fallback(value: Any) -> str:
     return redact_text(repr(value))
 
 
+# The middleware's line per request (`app.observability.middleware`).
+ACCESS_LOGGER = "toolloop.http"
+
+
+class TurnBatchingHandler(logging.StreamHandler[IO[str]]):
+    """A stream handler that writes the access lines of one turn of the event loop together.
+
+    Each write to a file or pipe is a system call, and one that lets go of the
+    GIL: in the server, another thread waiting for the GIL (aiosqlite's) then
+    takes it, and the loop's thread waits to get it back, once per request for
+    the access line. Access lines below WARNING emitted on a running loop are
+    kept until the end of its turn (a callback scheduled with the first of
+    them). Any other line, `flush` and `close` write at once, after the lines
+    kept, so lines keep their order; a turn that never ends (uvicorn re-raises
+    SIGTERM once it has shut down, which ends the process in that turn) can
+    lose no line but its own access lines.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self._kept: list[str] = []
+        self._turn_of: asyncio.AbstractEventLoop | None = None  # the loop a write is scheduled on
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self.lock:  # type: ignore[union-attr]
+            self._kept.append(line)
+            if loop is None or record.levelno >= logging.WARNING or record.name != ACCESS_LOGGER:
+                self._write_kept(record)
+            elif self._turn_of is not loop:
+                # Also when a write was scheduled on a loop since closed: it never runs.
+                self._turn_of = loop
+                loop.call_soon(self._end_of_turn)
+
+    def _end_of_turn(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._turn_of = None
+            self._write_kept(None)
+
+    def _write_kept(self, record: logging.LogRecord | None) -> None:
+        if not self._kept:
+            return
+        text = self.terminator.join(self._kept) + self.terminator
+        self._kept.clear()
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record or logging.makeLogRecord({"msg": "(log lines of a loop turn)"}))
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write_kept(None)
+        super().flush()
+
+    def close(self) -> None:
+        self.flush()
+        super().close()
+
+
 def build_handler(fmt: LogFormat = "json", stream: IO[str] | None = None) -> logging.Handler:
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = TurnBatchingHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else RedactingTextFormatter())
     return handler
 
@@ -147,6 +220,7 @@ def configure_logging(
     logging.logMultiprocessing = False
     root = logging.getLogger()
     for old in list(root.handlers):
+        old.flush()  # a replaced handler may still hold a turn's lines
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.engine.ids import new_request_id
 from app.observability.context import LogContext, enter_context, leave_context
 from app.observability.labels import Children, http_method, status_class
+from app.observability.logging import ACCESS_LOGGER
 from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -27,7 +28,7 @@ QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
-logger = logging.getLogger("toolloop.http")
+logger = logging.getLogger(ACCESS_LOGGER)
 
 _HTTP_REQUESTS = Children(HTTP_REQUESTS)
 _HTTP_DURATION = Children(HTTP_DURATION)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from app.observability.context import LogContext, bind_run, enter_context, leave_context
 from app.observability.logging import (
+    ACCESS_LOGGER,
     UVICORN_LOGGERS,
     JsonFormatter,
     RedactingTextFormatter,
@@ -214,3 +216,97 @@ def test_the_whole_line_is_redacted_context_and_keys_included() -> None:
     assert line["request_id"] == "Bearer [REDACTED]"
     assert line["caller"] == "user [REDACTED]"
     assert line["k [REDACTED]"] == ["v [REDACTED]"]
+
+
+class _CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def _emit(
+    handler: logging.Handler,
+    message: str,
+    level: int = logging.INFO,
+    logger: str = ACCESS_LOGGER,
+) -> None:
+    handler.handle(logging.LogRecord(logger, level, __file__, 1, message, (), None))
+
+
+def _messages(stream: io.StringIO) -> list[str]:
+    return [line["message"] for line in _lines(stream)]
+
+
+async def test_the_lines_of_one_loop_turn_are_written_together_at_its_end() -> None:
+    stream = _CountingStream()
+    handler = build_handler("json", stream)
+    for number in range(3):
+        _emit(handler, f"line {number}")
+    assert stream.writes == 0
+    await asyncio.sleep(0)
+    assert (stream.writes, _messages(stream)) == (1, ["line 0", "line 1", "line 2"])
+    _emit(handler, "next turn")
+    await asyncio.sleep(0)
+    assert (stream.writes, _messages(stream)[-1]) == (2, "next turn")
+
+
+@pytest.mark.parametrize(
+    ("level", "logger"),
+    [(logging.WARNING, ACCESS_LOGGER), (logging.INFO, "uvicorn.error")],
+    ids=["a warning", "another logger's line"],
+)
+async def test_a_line_other_than_an_access_line_is_written_at_once_after_those_kept(
+    level: int, logger: str
+) -> None:
+    # uvicorn's "Application shutdown complete." comes in the turn that ends the
+    # process (it re-raises SIGTERM): kept for the turn's end, it was lost.
+    stream = _CountingStream()
+    handler = build_handler("json", stream)
+    _emit(handler, "kept")
+    _emit(handler, "at once", level, logger)
+    assert (stream.writes, _messages(stream)) == (1, ["kept", "at once"])
+    await asyncio.sleep(0)  # the turn's write finds nothing left
+    assert stream.writes == 1
+
+
+def test_lines_outside_an_event_loop_are_written_at_once() -> None:
+    stream = _CountingStream()
+    handler = build_handler("text", stream)
+    _emit(handler, "now")
+    assert stream.writes == 1
+    assert "now" in stream.getvalue()
+
+
+async def test_flush_and_close_write_the_lines_kept() -> None:
+    stream = _CountingStream()
+    handler = build_handler("json", stream)
+    _emit(handler, "first")
+    handler.flush()
+    assert _messages(stream) == ["first"]
+    _emit(handler, "second")
+    handler.close()
+    assert _messages(stream) == ["first", "second"]
+
+
+def test_lines_kept_on_a_loop_stopped_before_its_turn_ended_go_out_with_the_next_loops() -> None:
+    stream = _CountingStream()
+    handler = build_handler("json", stream)
+    stopped = asyncio.new_event_loop()
+    try:
+        # The write is scheduled for after this callback, and the loop stops first.
+        stopped.call_soon(lambda: (_emit(handler, "kept"), stopped.stop()))
+        stopped.run_forever()
+    finally:
+        stopped.close()
+    assert stream.writes == 0
+
+    async def later() -> None:
+        _emit(handler, "next loop")
+        await asyncio.sleep(0)
+
+    asyncio.run(later())
+    assert _messages(stream) == ["kept", "next loop"]
