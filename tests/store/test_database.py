@@ -8,6 +8,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
 from app.store.database import (
@@ -180,6 +181,13 @@ async def test_the_writer_has_one_unpinged_postgresql_connection_of_its_own(
 
 
 @pytest.fixture
+async def sqlite_engine(sqlite_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_database_engine(sqlite_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
 def sqlite_rollbacks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each rollback sent to aiosqlite's thread, recorded as whether it had a transaction."""
     sent: list[bool] = []
@@ -194,49 +202,36 @@ def sqlite_rollbacks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 async def test_sqlite_sends_no_rollback_for_a_connection_outside_a_transaction(
-    sqlite_url: str, sqlite_rollbacks: list[bool]
+    sqlite_engine: AsyncEngine, sqlite_rollbacks: list[bool]
 ) -> None:
-    engine = create_database_engine(sqlite_url)
-    sessions = create_session_factory(engine)
-    try:
-        async with sessions() as session:  # a read: the session's rollback and the pool's reset
-            assert (await session.execute(text("SELECT 1"))).scalar() == 1
-        async with engine.connect() as connection:
-            await connection.execute(text("CREATE TABLE t (v INTEGER)"))
-            await connection.commit()
-    finally:
-        await engine.dispose()
+    async with create_session_factory(sqlite_engine)() as session:
+        # a read: the session's rollback and the pool's reset
+        assert (await session.execute(text("SELECT 1"))).scalar() == 1
+    async with sqlite_engine.connect() as connection:
+        await connection.execute(text("CREATE TABLE t (v INTEGER)"))
+        await connection.commit()
     assert sqlite_rollbacks == []
 
 
 async def test_sqlite_still_rolls_back_what_was_not_committed(
-    sqlite_url: str, sqlite_rollbacks: list[bool]
+    sqlite_engine: AsyncEngine, sqlite_rollbacks: list[bool]
 ) -> None:
-    engine = create_database_engine(sqlite_url)
-    sessions = create_session_factory(engine)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text("CREATE TABLE t (v INTEGER)"))
-        async with sessions() as session:  # closed without a commit
-            await session.execute(text("INSERT INTO t VALUES (1)"))
-        async with engine.connect() as connection:  # given back to the pool without one
-            await connection.execute(text("INSERT INTO t VALUES (2)"))
-        async with engine.connect() as connection:
-            count = (await connection.execute(text("SELECT count(*) FROM t"))).scalar()
-    finally:
-        await engine.dispose()
+    async with sqlite_engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE t (v INTEGER)"))
+    async with create_session_factory(sqlite_engine)() as session:  # closed without a commit
+        await session.execute(text("INSERT INTO t VALUES (1)"))
+    async with sqlite_engine.connect() as connection:  # given back to the pool without one
+        await connection.execute(text("INSERT INTO t VALUES (2)"))
+    async with sqlite_engine.connect() as connection:
+        count = (await connection.execute(text("SELECT count(*) FROM t"))).scalar()
     assert count == 0
     assert sqlite_rollbacks == [True, True]
 
 
 async def test_sqlite_gives_back_a_closed_connection_without_an_error(
-    sqlite_url: str, caplog: pytest.LogCaptureFixture
+    sqlite_engine: AsyncEngine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = create_database_engine(sqlite_url)
-    try:
-        async with engine.connect() as connection:
-            raw = await connection.get_raw_connection()
-            await raw.driver_connection.close()
-    finally:
-        await engine.dispose()
+    async with sqlite_engine.connect() as connection:
+        raw = await connection.get_raw_connection()
+        await raw.driver_connection.close()
     assert "Exception during reset" not in caplog.text
