@@ -49,14 +49,28 @@ class DatabaseUnavailable(Exception):
 
 
 def create_database_engine(
-    url: str | URL, *, pool_size: int = 10, max_overflow: int = 10, echo: bool = False
+    url: str | URL,
+    *,
+    pool_size: int = 10,
+    max_overflow: int = 10,
+    echo: bool = False,
+    sqlite_wal_autocheckpoint: int | None = None,
 ) -> AsyncEngine:
+    """`sqlite_wal_autocheckpoint`: the WAL length (pages) past which a SQLite commit
+    checkpoints inside itself; None keeps SQLite's default (1,000). Raised only
+    where a `WalCheckpointer` checkpoints in the background."""
     parsed = _parse(url)
     if _is_sqlite(parsed):
         # SQLite takes one writer at a time. Through one connection, writers queue
         # in asyncio; through several, they sleep in SQLite's busy handler and,
         # under load, fail with "database is locked".
-        return _sqlite_engine(parsed, pool_size=1, max_overflow=0, echo=echo)
+        return _sqlite_engine(
+            parsed,
+            pool_size=1,
+            max_overflow=0,
+            echo=echo,
+            wal_autocheckpoint=sqlite_wal_autocheckpoint,
+        )
     if _is_postgres(parsed):
         return _postgres_engine(parsed, pool_size=pool_size, max_overflow=max_overflow, echo=echo)
     raise UnsupportedDatabaseURL(
@@ -116,11 +130,21 @@ def database_target(url: str | URL) -> str:
     return f"{host}:{port}/{parsed.database or ''}"
 
 
+def sqlite_file(url: str | URL) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL, memory and `uri=true` URLs."""
+    parsed = _parse(url)
+    if not _is_sqlite(parsed) or _is_memory(parsed) or _query_value(parsed, "uri") == "true":
+        return None
+    return Path(str(parsed.database))
+
+
 def _bind_none_as_is(value: None) -> None:
     return value
 
 
-def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
+def _sqlite_engine(
+    url: URL, *, pool_size: int, max_overflow: int, echo: bool, wal_autocheckpoint: int | None
+) -> AsyncEngine:
     # sqlite3 binds None as NULL only after looking for an adapter and then for
     # `__adapt__` and `__conform__` on None, two AttributeErrors raised and caught
     # per NULL parameter (a receipt row has about ten); a registered adapter is
@@ -142,7 +166,19 @@ def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int, echo: bool) -
         json_deserializer=serialization.loads,
         **options,
     )
-    event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
+    pragmas = list(SQLITE_PRAGMAS)
+    if wal_autocheckpoint is not None:
+        pragmas.append(f"wal_autocheckpoint={int(wal_autocheckpoint)}")
+
+    def apply_pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in pragmas:
+                cursor.execute(f"PRAGMA {pragma}")
+        finally:
+            cursor.close()
+
+    event.listen(engine.sync_engine, "connect", apply_pragmas)
     _skip_idle_rollbacks(engine)
     return engine
 
@@ -174,15 +210,6 @@ def _skip_idle_rollbacks(engine: AsyncEngine) -> None:
         rollback(dbapi_connection)
 
     dialect.do_rollback = do_rollback  # type: ignore[method-assign]
-
-
-def _apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        for pragma in SQLITE_PRAGMAS:
-            cursor.execute(f"PRAGMA {pragma}")
-    finally:
-        cursor.close()
 
 
 def _postgres_engine(

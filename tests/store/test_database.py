@@ -20,6 +20,7 @@ from app.store.database import (
     create_writer_engine,
     database_target,
     display_url,
+    sqlite_file,
 )
 
 
@@ -39,6 +40,30 @@ async def test_sqlite_connections_get_the_pragmas(sqlite_url: str) -> None:
         "busy_timeout": 5000,
         "foreign_keys": 1,
     }
+
+
+async def _autocheckpoint(engine: AsyncEngine) -> int:
+    try:
+        async with engine.connect() as connection:
+            pages: int = (await connection.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one()
+    finally:
+        await engine.dispose()
+    return pages
+
+
+async def test_sqlite_checkpoints_in_commits_past_the_bound_it_is_given(sqlite_url: str) -> None:
+    assert await _autocheckpoint(create_database_engine(sqlite_url)) == 1000  # SQLite's own
+    raised = create_database_engine(sqlite_url, sqlite_wal_autocheckpoint=20_000)
+    assert await _autocheckpoint(raised) == 20_000
+
+
+def test_sqlite_file_names_the_database_file_of_file_urls_only(tmp_path: Path) -> None:
+    assert sqlite_file(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}") == tmp_path / "a.db"
+    assert sqlite_file("sqlite+aiosqlite://") is None
+    assert sqlite_file("sqlite+aiosqlite:///:memory:") is None
+    assert sqlite_file("sqlite+aiosqlite:///file:x?mode=memory&uri=true") is None
+    assert sqlite_file("sqlite+aiosqlite:///file:x.db?uri=true") is None
+    assert sqlite_file("postgresql+psycopg://postgres@127.0.0.1/test") is None
 
 
 async def test_sqlite_binds_none_through_a_registered_adapter_as_null(sqlite_url: str) -> None:

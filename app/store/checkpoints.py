@@ -1,0 +1,176 @@
+"""SQLite WAL checkpoints from a thread of their own, off the writer's commits.
+
+In WAL mode a commit appends pages to the `-wal` file, and a checkpoint copies
+them back into the database file and syncs both files. By default the
+connection whose commit takes the WAL past 1,000 pages runs that checkpoint
+inside its commit: under load several times a second, each one a wait of
+copies and two `fsync`s for every request in that group commit.
+
+`WalCheckpointer` runs passive checkpoints (they never wait for, or hold up, a
+writer or a reader) on a connection of its own, in a thread of its own, every
+`interval_s`. SQLite starts the WAL over only at a write that finds every frame
+already copied, which a checkpointer racing a busy writer seldom leaves (a pass
+copies the frames there when it began, and the writer appends more meanwhile);
+so once a pass finds the WAL longer than `long_pages`, `wal_is_long` asks the
+writer to wait, before its next transaction, for one pass that starts after its
+last commit (`catch_up`): that pass copies what is left, and the writer's next
+transaction starts the WAL over. The engine's connections keep
+checkpointing in their commits past a higher bound (`wal_autocheckpoint`), which
+holds even if this thread fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+logger = logging.getLogger("toolloop.store.checkpoints")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPass:
+    """What one `PRAGMA wal_checkpoint(PASSIVE)` reported."""
+
+    busy: bool  # another connection was checkpointing
+    wal_frames: int  # frames in the WAL
+    copied_frames: int  # of those, frames now in the database file
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class WalCheckpointer:
+    """Passive checkpoints of one SQLite database file, in a thread, every
+    `interval_s` and whenever a writer waits for one (`catch_up`)."""
+
+    def __init__(self, path: Path, *, interval_s: float, long_pages: int) -> None:
+        if interval_s <= 0 or long_pages <= 0:
+            raise ValueError("interval_s and long_pages must be positive")
+        self._path = path
+        self._interval_s = interval_s
+        self._long_pages = long_pages
+        self._stopping = threading.Event()
+        self._wanted = threading.Event()  # a writer waits for a pass
+        self._lock = threading.Lock()  # guards _waiters and _finished
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._finished = False
+        self._thread: threading.Thread | None = None
+        self._long = False
+        self.passes = 0
+        self.caught_up = 0  # passes a writer waited for
+        self.failures = 0
+        self.last: CheckpointPass | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def wal_is_long(self) -> bool:
+        """Whether the last pass found the WAL longer than `long_pages` (and no
+        writer waited for it)."""
+        return self._long
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the checkpointer was already started")
+        self._thread = threading.Thread(
+            target=self._run, name="toolloop-wal-checkpointer", daemon=True
+        )
+        self._thread.start()
+
+    async def catch_up(self) -> None:
+        """Return once a pass that started after this call has ended (at once when
+        the checkpointer is not running). Never raises for a failed pass."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._thread is None or self._finished:
+                return
+            self._waiters.append((loop, future))
+        self._wanted.set()
+        await future
+
+    async def stop(self) -> None:
+        """Stop after the pass in progress, if any, and close the connection."""
+        self._stopping.set()
+        self._wanted.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    def _run(self) -> None:
+        try:
+            try:
+                # mode=rw: never create a database; the service migrated it before this runs.
+                connection = sqlite3.connect(
+                    f"file:{quote(str(self._path))}?mode=rw",
+                    uri=True,
+                    timeout=0,
+                    isolation_level=None,
+                )
+            except sqlite3.Error as exc:
+                logger.warning("WAL checkpointer not started: %s; checkpoints stay in commits", exc)
+                return
+            try:
+                self._loop(connection)
+            finally:
+                connection.close()
+        finally:
+            with self._lock:
+                self._finished = True
+                waiters, self._waiters = self._waiters, []
+            self._long = False
+            self._wake(waiters)
+
+    def _loop(self, connection: sqlite3.Connection) -> None:
+        while True:
+            self._wanted.wait(self._interval_s)
+            if self._stopping.is_set():
+                return
+            # Taken before the pass begins: each of these waiters asked before it.
+            with self._lock:
+                self._wanted.clear()
+                waiters, self._waiters = self._waiters, []
+            in_wal_mode = self._checkpoint(connection, for_waiters=bool(waiters))
+            if waiters:
+                self.caught_up += 1
+                self._wake(waiters)
+            if not in_wal_mode:
+                return
+
+    def _checkpoint(self, connection: sqlite3.Connection, *, for_waiters: bool) -> bool:
+        """One passive checkpoint; False when the database is not in WAL mode.
+
+        A pass a writer waited for leaves nothing to copy behind that writer's
+        last commit, and its next transaction starts the WAL over: no more
+        waiting until a later pass finds the WAL long again."""
+        try:
+            busy, wal_frames, copied_frames = connection.execute(
+                "PRAGMA wal_checkpoint(PASSIVE)"
+            ).fetchone()
+        except sqlite3.Error as exc:
+            self.failures += 1
+            if self.failures == 1 or self.failures % 1000 == 0:
+                logger.warning("WAL checkpoint failed (%d so far): %s", self.failures, exc)
+            return True
+        if wal_frames < 0:
+            logger.info("WAL checkpointer stopped: %s is not in WAL mode", self._path)
+            return False
+        self.passes += 1
+        self.last = CheckpointPass(bool(busy), wal_frames, copied_frames)
+        self._long = wal_frames >= self._long_pages and not for_waiters
+        return True
+
+    @staticmethod
+    def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+        for loop, future in waiters:
+            with suppress(RuntimeError):  # its loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_set_done, future)

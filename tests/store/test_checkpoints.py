@@ -1,0 +1,193 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.store.checkpoints import WalCheckpointer
+
+# Long enough that no pass runs unless a test waits for one (`catch_up`).
+NEVER_S = 3600.0
+
+
+@pytest.fixture
+def wal_database(tmp_path: Path) -> Iterator[tuple[Path, sqlite3.Connection]]:
+    """A WAL database file and a writer connection that never checkpoints itself."""
+    path = tmp_path / "wal.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    try:
+        yield path, writer
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+async def started() -> AsyncIterator[list[WalCheckpointer]]:
+    """Checkpointers a test starts, stopped after it."""
+    checkpointers: list[WalCheckpointer] = []
+    yield checkpointers
+    for checkpointer in checkpointers:
+        await checkpointer.stop()
+
+
+def _write_pages(writer: sqlite3.Connection, pages: int) -> None:
+    writer.executemany(
+        "INSERT INTO t (body) VALUES (?)", [(os.urandom(1500).hex(),) for _ in range(pages)]
+    )
+
+
+def _start(started: list[WalCheckpointer], path: Path, **options: float) -> WalCheckpointer:
+    options.setdefault("interval_s", NEVER_S)
+    checkpointer = WalCheckpointer(
+        path, interval_s=options["interval_s"], long_pages=int(options.get("long_pages", 100))
+    )
+    checkpointer.start()
+    started.append(checkpointer)
+    return checkpointer
+
+
+async def _next_periodic_pass(checkpointer: WalCheckpointer) -> None:
+    passes = checkpointer.passes
+    for _ in range(1000):  # a bound on the wait, not a timing assertion
+        if checkpointer.passes > passes:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("no periodic pass")
+
+
+async def test_a_pass_copies_what_was_committed_and_the_next_write_starts_the_wal_over(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path)
+    _write_pages(writer, 50)
+
+    await checkpointer.catch_up()
+
+    first = checkpointer.last
+    assert first is not None
+    assert first.wal_frames > 50
+    assert first.copied_frames == first.wal_frames
+    assert not first.busy
+    _write_pages(writer, 1)
+    await checkpointer.catch_up()
+    assert checkpointer.last is not None
+    assert checkpointer.last.wal_frames < first.wal_frames  # started over
+    assert checkpointer.passes == 2
+
+
+async def test_a_long_wal_asks_the_writer_to_wait_for_one_pass(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path, interval_s=0.01, long_pages=100)
+    _write_pages(writer, 20)
+    await _next_periodic_pass(checkpointer)
+    assert not checkpointer.wal_is_long
+
+    _write_pages(writer, 200)
+    await _next_periodic_pass(checkpointer)
+    assert checkpointer.wal_is_long
+
+    await checkpointer.catch_up()  # the writer waits; nothing is left behind its commit
+    assert not checkpointer.wal_is_long
+    _write_pages(writer, 1)
+    await _next_periodic_pass(checkpointer)
+    assert checkpointer.last is not None
+    assert checkpointer.last.wal_frames < 100
+    assert not checkpointer.wal_is_long
+
+
+async def test_waiters_asking_together_share_one_pass(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path)
+    _write_pages(writer, 5)
+
+    await asyncio.gather(*(checkpointer.catch_up() for _ in range(5)))
+
+    assert 1 <= checkpointer.passes <= 2
+
+
+async def test_catch_up_returns_at_once_without_a_running_thread(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, _writer = wal_database
+    never_started = WalCheckpointer(path, interval_s=NEVER_S, long_pages=100)
+    await never_started.catch_up()
+    await never_started.stop()
+
+    stopped = _start(started, path)
+    await stopped.stop()
+    assert not stopped.running
+    await stopped.catch_up()
+    assert stopped.passes == 0
+
+
+async def test_stop_ends_the_thread_while_a_waiter_is_released(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, _writer = wal_database
+    checkpointer = _start(started, path)
+    waiting = asyncio.ensure_future(checkpointer.catch_up())
+    await checkpointer.stop()
+    await asyncio.wait_for(waiting, 10)
+    assert not checkpointer.running
+
+
+async def test_a_missing_database_is_reported_and_never_created(
+    tmp_path: Path, started: list[WalCheckpointer], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "absent.db"
+    with caplog.at_level(logging.WARNING, "toolloop.store.checkpoints"):
+        checkpointer = _start(started, path)
+        await checkpointer.catch_up()
+        await checkpointer.stop()
+    assert not path.exists()
+    assert "WAL checkpointer not started" in caplog.text
+
+
+async def test_a_database_not_in_wal_mode_ends_the_thread(
+    tmp_path: Path, started: list[WalCheckpointer]
+) -> None:
+    path = tmp_path / "rollback-journal.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    connection.close()
+    checkpointer = _start(started, path)
+
+    await checkpointer.catch_up()
+    await checkpointer.catch_up()  # the thread has ended: at once
+
+    assert checkpointer.passes == 0
+    assert not checkpointer.running
+
+
+async def test_a_failing_pass_is_counted_logged_and_survived(
+    tmp_path: Path, started: list[WalCheckpointer], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "not-a-database.db"
+    path.write_bytes(b"this is not a SQLite database file, only bytes " * 100)
+    with caplog.at_level(logging.WARNING, "toolloop.store.checkpoints"):
+        checkpointer = _start(started, path)
+        await checkpointer.catch_up()
+        await checkpointer.catch_up()
+    assert checkpointer.failures == 2
+    assert checkpointer.running
+    assert caplog.text.count("WAL checkpoint failed") == 1
+
+
+def test_interval_and_length_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        WalCheckpointer(tmp_path / "x.db", interval_s=0, long_pages=10)
+    with pytest.raises(ValueError, match="must be positive"):
+        WalCheckpointer(tmp_path / "x.db", interval_s=1, long_pages=0)
