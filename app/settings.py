@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     # Larger outputs are stored truncated, with their digest; the response keeps them whole.
     max_stored_output_bytes: int = Field(default=1024 * 1024, ge=1024)
     group_commit_linger_s: float = Field(default=0.002, ge=0)
+    # SQLite files: passive WAL checkpoints from a thread of their own, this often
+    # (0: none; commits then checkpoint every 1,000 pages, SQLite's default). Past
+    # `sqlite_wal_long_pages` the writer waits for one pass so the WAL starts over;
+    # past twice that, a commit checkpoints itself (app.store.checkpoints).
+    sqlite_checkpoint_interval_s: float = Field(default=0.05, ge=0)
+    sqlite_wal_long_pages: int = Field(default=10_000, ge=500)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
     # 0: a database that does not answer at start is a one-line error and exit 1.

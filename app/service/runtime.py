@@ -29,6 +29,7 @@ from app.service.run_events import RunEventHub
 from app.service.run_tasks import RunSupervisor
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
+from app.store.checkpoints import WalCheckpointer
 from app.store.database import (
     DatabaseUnavailable,
     check_database,
@@ -36,6 +37,7 @@ from app.store.database import (
     create_session_factory,
     create_writer_engine,
     display_url,
+    sqlite_file,
 )
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
@@ -63,6 +65,7 @@ class Runtime:
     events: RunEventHub
     runs: RunSupervisor
     idempotency: IdempotencyService
+    checkpointer: WalCheckpointer | None = None  # SQLite files, when configured
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def database_problem(self) -> str | None:
@@ -85,6 +88,8 @@ class Runtime:
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
+        if self.checkpointer is not None:
+            await self.checkpointer.stop()
         if self.writer_database is not self.database:
             await self.writer_database.dispose()
         await self.database.dispose()
@@ -96,7 +101,13 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
 
     Raises DatabaseUnavailable when the database cannot be reached.
     """
-    database = create_database_engine(settings.database_url)
+    checkpointer = _wal_checkpointer(settings)
+    database = create_database_engine(
+        settings.database_url,
+        sqlite_wal_autocheckpoint=(
+            None if checkpointer is None else 2 * settings.sqlite_wal_long_pages
+        ),
+    )
     try:
         await upgrade_database(settings.database_url)
         sessions = create_session_factory(database)
@@ -118,6 +129,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         create_session_factory(writer_database),
         linger_s=settings.group_commit_linger_s,
         max_stored_output_bytes=settings.max_stored_output_bytes,
+        wal=checkpointer,
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
@@ -164,6 +176,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         events=events,
         runs=RunSupervisor(sessions, events),
         idempotency=IdempotencyService(sessions, settings.idempotency_ttl_s),
+        checkpointer=checkpointer,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(
@@ -172,8 +185,21 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
             name="toolloop-idempotency-purge",
         )
     )
+    if checkpointer is not None:
+        checkpointer.start()  # after the migration: it opens the database file, never creates it
     logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
     return runtime
+
+
+def _wal_checkpointer(settings: Settings) -> WalCheckpointer | None:
+    path = sqlite_file(settings.database_url)
+    if path is None or not settings.sqlite_checkpoint_interval_s:
+        return None
+    return WalCheckpointer(
+        path,
+        interval_s=settings.sqlite_checkpoint_interval_s,
+        long_pages=settings.sqlite_wal_long_pages,
+    )
 
 
 async def _forget_dead_local_instances(sessions: async_sessionmaker[AsyncSession]) -> None:

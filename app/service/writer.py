@@ -31,6 +31,10 @@ transaction share one audit row (the audit read expands it:
 `app.store.repositories.audit`); a crash cannot separate them, since what one
 transaction writes commits whole or not at all.
 
+On SQLite, once the WAL checkpointer (`wal`) finds the WAL long, the next batch
+waits for one checkpoint pass before it is taken, so that its transaction
+starts the WAL over (`app.store.checkpoints`); rows that come in meanwhile join it.
+
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
 audit event written in the same transaction.
@@ -44,7 +48,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -77,6 +81,15 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class WalKeeper(Protocol):
+    """What the writer asks of a SQLite WAL checkpointer (`app.store.checkpoints`)."""
+
+    @property
+    def wal_is_long(self) -> bool: ...
+
+    async def catch_up(self) -> None: ...
+
+
 class _Group:
     """Rows bound for one transaction, and the future they share: runs that start,
     receipts (with their cache entries), runs that end."""
@@ -101,8 +114,10 @@ class GroupCommitWriter:
         max_backlog: int = 100_000,
         turn_every: int = 100,
         max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
+        wal: WalKeeper | None = None,
     ) -> None:
         self._sessions = sessions
+        self._wal = wal
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._max_batch = max_batch
@@ -365,6 +380,9 @@ class GroupCommitWriter:
         return inserts, replaced
 
     async def _write_batch(self) -> None:
+        if self._wal is not None and self._wal.wal_is_long:
+            # Before the batch is taken: what comes in meanwhile joins it.
+            await self._wal.catch_up()
         group = self._groups.popleft() if self._groups else None
         if group is self._open:
             self._open = None

@@ -243,3 +243,44 @@ async def test_a_start_that_failed_to_commit_leaves_no_run_open(engine: AsyncEng
         with pytest.raises(DBAPIError, match=r"FOREIGN KEY|foreign key"):
             await writer.start_run(unknown_contract)
     assert writer._open_runs == {"open"}
+
+
+class _ScriptedWal:
+    """A WAL keeper whose `catch_up` waits until the test lets it finish."""
+
+    def __init__(self, *, long: bool) -> None:
+        self.wal_is_long = long
+        self.catch_ups = 0
+        self.finish = asyncio.Event()
+
+    async def catch_up(self) -> None:
+        self.catch_ups += 1
+        await self.finish.wait()
+        self.wal_is_long = False
+
+
+async def test_a_long_wal_holds_the_next_batch_until_a_checkpoint_caught_up(
+    engine: AsyncEngine,
+) -> None:
+    wal = _ScriptedWal(long=True)
+    commits = CommitCounter(engine)
+    async with running_writer(engine, linger_s=0, wal=wal) as writer:
+        first = writer.submit(succeeded_receipt(0, {"n": 0}))
+        await _turns(50)
+        assert wal.catch_ups == 1
+        assert not first.done()
+        assert commits.count == 0
+        second = writer.submit(succeeded_receipt(1, {"n": 1}))  # joins the held batch
+        wal.finish.set()
+        await asyncio.wait_for(asyncio.gather(first, second), timeout=60)
+        assert first is second
+        assert commits.count == 1
+        await asyncio.wait_for(writer.submit(succeeded_receipt(2, {"n": 2})), timeout=60)
+    assert wal.catch_ups == 1  # no longer long: later batches do not wait
+
+
+async def test_a_short_wal_never_holds_a_batch(engine: AsyncEngine) -> None:
+    wal = _ScriptedWal(long=False)
+    async with running_writer(engine, linger_s=0, wal=wal) as writer:
+        await asyncio.wait_for(writer.submit(succeeded_receipt(0, {"n": 0})), timeout=60)
+    assert wal.catch_ups == 0

@@ -1,0 +1,97 @@
+"""The runtime's SQLite WAL checkpointer: started with the service, stopped with it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from app.service.runtime import Runtime
+from app.settings import Settings
+from tests.router.http_support import running
+
+EXAMPLE_REGISTRY = Path(__file__).resolve().parents[2] / "registries" / "example.yml"
+WAL_HEADER_BYTES = 32
+FRAME_HEADER_BYTES = 24
+PAGE_BYTES = 4096  # SQLite's default page size, which the migrations keep
+
+
+@asynccontextmanager
+async def _running(settings: Settings) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    async with running(settings) as (app, client):
+        yield app.state.runtime, client
+
+
+async def _autocheckpoint(runtime: Runtime) -> int:
+    async with runtime.database.connect() as connection:
+        pages: int = (await connection.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one()
+    return pages
+
+
+async def test_a_sqlite_file_gets_a_checkpointer_for_the_life_of_the_service(
+    sqlite_url: str,
+) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, sqlite_wal_long_pages=600
+    )
+    async with _running(settings) as (runtime, _client):
+        checkpointer = runtime.checkpointer
+        assert checkpointer is not None
+        assert checkpointer.running
+        assert runtime.writer._wal is checkpointer
+        assert await _autocheckpoint(runtime) == 1200  # twice the long WAL: a safety net
+    assert not checkpointer.running
+
+
+async def test_no_checkpointer_when_its_interval_is_zero(sqlite_url: str) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, sqlite_checkpoint_interval_s=0
+    )
+    async with _running(settings) as (runtime, _client):
+        assert runtime.checkpointer is None
+        assert runtime.writer._wal is None
+        assert await _autocheckpoint(runtime) == 1000  # SQLite's own: checkpoints in commits
+
+
+@pytest.mark.postgres
+async def test_postgresql_has_no_checkpointer(postgres_url: str) -> None:
+    settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=postgres_url)
+    async with _running(settings) as (runtime, _client):
+        assert runtime.checkpointer is None
+
+
+async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:
+    database = tmp_path / "toolloop.db"
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY],
+        database_url=f"sqlite+aiosqlite:///{database}",
+        sqlite_checkpoint_interval_s=0.005,
+        sqlite_wal_long_pages=500,
+    )
+    body = {
+        "owner": "text-worker",
+        "calls": [
+            {"call_key": str(n), "tool": "word_count", "args": {"text": "a b c"}} for n in range(10)
+        ],
+    }
+    async with _running(settings) as (runtime, client):
+        checkpointer = runtime.checkpointer
+        assert checkpointer is not None
+        passes = 0
+        for _ in range(400):
+            response = await client.post("/plans/sequential", json=body)
+            assert response.status_code == 200
+            passes = checkpointer.passes
+            if passes >= 100:
+                break
+        caught_up = checkpointer.caught_up
+        wal_bytes = (tmp_path / "toolloop.db-wal").stat().st_size
+    frames = (wal_bytes - WAL_HEADER_BYTES) // (PAGE_BYTES + FRAME_HEADER_BYTES)
+    assert passes >= 100  # the plans ran while the checkpointer did
+    assert caught_up >= 1  # the writer waited for a pass once the WAL was long
+    # Never far past the safety net, which a commit enforces itself: one batch at most.
+    assert frames <= 2 * 500 + 200
