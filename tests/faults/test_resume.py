@@ -15,6 +15,8 @@ import pytest
 
 from app.api.auth import create_key
 from app.settings import Settings
+from app.store.models import Receipt as StoredReceipt
+from app.store.repositories.receipts import ReceiptRepository
 from tests.api.run_support import (
     parse_events,
     run_ended,
@@ -224,8 +226,24 @@ async def _count(app: Any, run_id: str, at_least: int) -> bool:
     return len(await stored_receipts(app, run_id)) >= at_least
 
 
+def _signal_after_receipts_are_read(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event set once a run's stored receipts have been read (the stream's replay)."""
+    read = asyncio.Event()
+    list_for_run = ReceiptRepository.list_for_run
+
+    async def list_then_signal(
+        self: ReceiptRepository, run_id: str, **options: Any
+    ) -> list[StoredReceipt]:
+        rows = await list_for_run(self, run_id, **options)
+        read.set()
+        return rows
+
+    monkeypatch.setattr(ReceiptRepository, "list_for_run", list_then_signal)
+    return read
+
+
 async def test_the_events_stream_of_a_resumed_run_sends_the_replacing_receipts(
-    settings: Settings,
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = sequential(step("a"), hold("b"), step("c"))
     async with service(settings) as (_, client):
@@ -237,9 +255,12 @@ async def test_the_events_stream_of_a_resumed_run_sends_the_replacing_receipts(
         accepted = await client.post(f"/runs/{run_id}/resume", json=plan, headers=ASYNC)
         assert accepted.status_code == 202
         await until(lambda: len(fault_tools.calls) == 3)
-        hub = app.state.runtime.events
+        replayed = _signal_after_receipts_are_read(monkeypatch)
         stream = asyncio.create_task(client.get(f"/runs/{run_id}/events"))
-        await until(lambda: hub.subscriber_count(run_id) == 1)
+        # "b" ends only once the stream has read what was stored: on a slow host
+        # the resumed run could otherwise end first, and the stream would replay
+        # only the replacing receipts (also right, but not what is tested here).
+        await asyncio.wait_for(replayed.wait(), timeout=30)
         fault_tools.release("b")
         events = parse_events((await stream).text)
         after = await stored_receipts(app, run_id)
