@@ -180,6 +180,12 @@ RECEIPT_BATCH = Histogram(
     buckets=_BATCH_SIZES,
     registry=REGISTRY,
 )
+RECEIPT_WAL_WAIT = Histogram(
+    "toolloop_receipt_wal_wait_seconds",
+    "Time the receipt writer waited for a SQLite WAL checkpoint before a group commit.",
+    buckets=_WRITE_SECONDS,
+    registry=REGISTRY,
+)
 RECEIPT_WRITE_FAILURES = Counter(
     "toolloop_receipt_write_failures_total",
     "Group commits that failed; their plans answer 503.",

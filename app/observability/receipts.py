@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from app.observability.metrics import RECEIPT_BATCH, RECEIPT_WRITE, RECEIPT_WRITE_FAILURES
+from app.observability.metrics import (
+    RECEIPT_BATCH,
+    RECEIPT_WAL_WAIT,
+    RECEIPT_WRITE,
+    RECEIPT_WRITE_FAILURES,
+)
 
 
 def record_receipt_commit(receipts: int, seconds: float, *, ok: bool) -> None:
@@ -11,3 +16,7 @@ def record_receipt_commit(receipts: int, seconds: float, *, ok: bool) -> None:
         RECEIPT_BATCH.observe(receipts)
     if not ok:
         RECEIPT_WRITE_FAILURES.inc()
+
+
+def record_wal_wait(seconds: float) -> None:
+    RECEIPT_WAL_WAIT.observe(seconds)

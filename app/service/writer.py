@@ -54,7 +54,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
-from app.observability.receipts import record_receipt_commit
+from app.observability.receipts import record_receipt_commit, record_wal_wait
 from app.service.outage import is_transient, retry_transient
 from app.service.receipt_rows import audit_row, cache_entry_row, pair_call_events, receipt_row
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
@@ -382,7 +382,9 @@ class GroupCommitWriter:
     async def _write_batch(self) -> None:
         if self._wal is not None and self._wal.wal_is_long:
             # Before the batch is taken: what comes in meanwhile joins it.
+            waited = perf_counter()
             await self._wal.catch_up()
+            record_wal_wait(perf_counter() - waited)
         group = self._groups.popleft() if self._groups else None
         if group is self._open:
             self._open = None

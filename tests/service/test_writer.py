@@ -16,6 +16,7 @@ from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
+from tests.observability.metrics_reading import value
 from tests.writer_support import (
     HASH,
     CommitCounter,
@@ -264,6 +265,7 @@ async def test_a_long_wal_holds_the_next_batch_until_a_checkpoint_caught_up(
 ) -> None:
     wal = _ScriptedWal(long=True)
     commits = CommitCounter(engine)
+    waits = value("toolloop_receipt_wal_wait_seconds_count")
     async with running_writer(engine, linger_s=0, wal=wal) as writer:
         first = writer.submit(succeeded_receipt(0, {"n": 0}))
         await _turns(50)
@@ -277,10 +279,13 @@ async def test_a_long_wal_holds_the_next_batch_until_a_checkpoint_caught_up(
         assert commits.count == 1
         await asyncio.wait_for(writer.submit(succeeded_receipt(2, {"n": 2})), timeout=60)
     assert wal.catch_ups == 1  # no longer long: later batches do not wait
+    assert value("toolloop_receipt_wal_wait_seconds_count") == waits + 1
 
 
 async def test_a_short_wal_never_holds_a_batch(engine: AsyncEngine) -> None:
     wal = _ScriptedWal(long=False)
+    waits = value("toolloop_receipt_wal_wait_seconds_count")
     async with running_writer(engine, linger_s=0, wal=wal) as writer:
         await asyncio.wait_for(writer.submit(succeeded_receipt(0, {"n": 0})), timeout=60)
     assert wal.catch_ups == 0
+    assert value("toolloop_receipt_wal_wait_seconds_count") == waits
