@@ -158,6 +158,9 @@ class WalCheckpointer:
             ).fetchone()
         except sqlite3.Error as exc:
             self.failures += 1
+            # A writer waiting for passes that fail would wait before every batch;
+            # the commits' own checkpoint bound keeps the WAL in check meanwhile.
+            self._long = False
             if self.failures == 1 or self.failures % 1000 == 0:
                 logger.warning("WAL checkpoint failed (%d so far): %s", self.failures, exc)
             return True

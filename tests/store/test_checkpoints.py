@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.store import checkpoints
 from app.store.checkpoints import WalCheckpointer
 
 # Long enough that no pass runs unless a test waits for one (`catch_up`).
@@ -166,7 +167,11 @@ async def test_a_database_not_in_wal_mode_ends_the_thread(
     checkpointer = _start(started, path)
 
     await checkpointer.catch_up()
-    await checkpointer.catch_up()  # the thread has ended: at once
+    await checkpointer.catch_up()  # released by the thread as it ends, or at once
+    for _ in range(1000):  # a bound on the wait for the thread's exit, not a timing assertion
+        if not checkpointer.running:
+            break
+        await asyncio.sleep(0.005)
 
     assert checkpointer.passes == 0
     assert not checkpointer.running
@@ -184,6 +189,49 @@ async def test_a_failing_pass_is_counted_logged_and_survived(
     assert checkpointer.failures == 2
     assert checkpointer.running
     assert caplog.text.count("WAL checkpoint failed") == 1
+
+
+class _FailingAfterOnePass:
+    """A checkpointer connection whose passes fail after the first."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self._passes = 0
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        self._passes += 1
+        if self._passes > 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._connection.execute(sql)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+async def test_failing_passes_never_keep_the_writer_waiting(
+    wal_database: tuple[Path, sqlite3.Connection],
+    started: list[WalCheckpointer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path, writer = wal_database
+    connect = sqlite3.connect
+    monkeypatch.setattr(
+        checkpoints.sqlite3,
+        "connect",
+        lambda *args, **options: _FailingAfterOnePass(connect(*args, **options)),
+    )
+    _write_pages(writer, 200)
+    checkpointer = _start(started, path, interval_s=0.01, long_pages=100)
+    await _next_periodic_pass(checkpointer)
+    assert checkpointer.wal_is_long
+
+    for _ in range(1000):  # a bound on the wait, not a timing assertion
+        if checkpointer.failures:
+            break
+        await asyncio.sleep(0.005)
+
+    assert checkpointer.failures >= 1
+    assert not checkpointer.wal_is_long
 
 
 def test_interval_and_length_must_be_positive(tmp_path: Path) -> None:
