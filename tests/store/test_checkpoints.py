@@ -4,7 +4,7 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,20 +55,32 @@ def _start(started: list[WalCheckpointer], path: Path, **options: float) -> WalC
     return checkpointer
 
 
-async def _next_periodic_pass(checkpointer: WalCheckpointer) -> None:
-    passes = checkpointer.passes
+async def _until(condition: Callable[[], bool], what: str) -> None:
     for _ in range(1000):  # a bound on the wait, not a timing assertion
-        if checkpointer.passes > passes:
+        if condition():
             return
         await asyncio.sleep(0.005)
-    raise AssertionError("no periodic pass")
+    raise AssertionError(f"never: {what}")
+
+
+async def _next_periodic_pass(checkpointer: WalCheckpointer) -> None:
+    passes = checkpointer.passes
+    await _until(lambda: checkpointer.passes > passes, "a periodic pass")
+
+
+@pytest.fixture
+def idle_checkpointer(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> tuple[WalCheckpointer, sqlite3.Connection]:
+    """A started checkpointer that passes only when waited for, and the writer."""
+    path, writer = wal_database
+    return _start(started, path), writer
 
 
 async def test_a_pass_copies_what_was_committed_and_the_next_write_starts_the_wal_over(
-    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+    idle_checkpointer: tuple[WalCheckpointer, sqlite3.Connection],
 ) -> None:
-    path, writer = wal_database
-    checkpointer = _start(started, path)
+    checkpointer, writer = idle_checkpointer
     _write_pages(writer, 50)
 
     await checkpointer.catch_up()
@@ -108,10 +120,9 @@ async def test_a_long_wal_asks_the_writer_to_wait_for_one_pass(
 
 
 async def test_waiters_asking_together_share_one_pass(
-    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+    idle_checkpointer: tuple[WalCheckpointer, sqlite3.Connection],
 ) -> None:
-    path, writer = wal_database
-    checkpointer = _start(started, path)
+    checkpointer, writer = idle_checkpointer
     _write_pages(writer, 5)
 
     await asyncio.gather(*(checkpointer.catch_up() for _ in range(5)))
@@ -168,10 +179,7 @@ async def test_a_database_not_in_wal_mode_ends_the_thread(
 
     await checkpointer.catch_up()
     await checkpointer.catch_up()  # released by the thread as it ends, or at once
-    for _ in range(1000):  # a bound on the wait for the thread's exit, not a timing assertion
-        if not checkpointer.running:
-            break
-        await asyncio.sleep(0.005)
+    await _until(lambda: not checkpointer.running, "the thread ended")
 
     assert checkpointer.passes == 0
     assert not checkpointer.running
@@ -225,12 +233,8 @@ async def test_failing_passes_never_keep_the_writer_waiting(
     await _next_periodic_pass(checkpointer)
     assert checkpointer.wal_is_long
 
-    for _ in range(1000):  # a bound on the wait, not a timing assertion
-        if checkpointer.failures:
-            break
-        await asyncio.sleep(0.005)
+    await _until(lambda: checkpointer.failures >= 1, "a failed pass")
 
-    assert checkpointer.failures >= 1
     assert not checkpointer.wal_is_long
 
 
