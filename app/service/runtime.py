@@ -104,9 +104,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     checkpointer = _wal_checkpointer(settings)
     database = create_database_engine(
         settings.database_url,
-        sqlite_wal_autocheckpoint=(
-            None if checkpointer is None else 2 * settings.sqlite_wal_long_pages
-        ),
+        sqlite_wal_autocheckpoint=None if checkpointer is None else checkpointer.commit_bound_pages,
     )
     try:
         await upgrade_database(settings.database_url)

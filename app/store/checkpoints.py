@@ -74,6 +74,12 @@ class WalCheckpointer:
         return self._thread is not None and self._thread.is_alive()
 
     @property
+    def commit_bound_pages(self) -> int:
+        """The `wal_autocheckpoint` for the engine's connections: past this, a commit
+        checkpoints itself (a safety net, twice the length a writer waits at)."""
+        return 2 * self._long_pages
+
+    @property
     def wal_is_long(self) -> bool:
         """Whether the last pass found the WAL longer than `long_pages` (and no
         writer waited for it)."""

@@ -238,6 +238,11 @@ async def test_failing_passes_never_keep_the_writer_waiting(
     assert not checkpointer.wal_is_long
 
 
+def test_commits_checkpoint_themselves_past_twice_the_long_length(tmp_path: Path) -> None:
+    checkpointer = WalCheckpointer(tmp_path / "x.db", interval_s=1, long_pages=600)
+    assert checkpointer.commit_bound_pages == 1200
+
+
 def test_interval_and_length_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="must be positive"):
         WalCheckpointer(tmp_path / "x.db", interval_s=0, long_pages=10)
