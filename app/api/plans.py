@@ -51,7 +51,9 @@ async def run_sequential(request: Request) -> Response:
         runtime,
         principal,
         data,
-        lambda claim: runtime.plans.open_sequential(plan, principal.name, claim),
+        lambda claim, at_end: runtime.plans.open_sequential(
+            plan, principal.name, claim, answered_at_end=at_end
+        ),
     )
 
 
@@ -74,5 +76,7 @@ async def run_parallel(request: Request) -> Response:
         runtime,
         principal,
         data,
-        lambda claim: runtime.plans.open_parallel(plan, principal.name, claim),
+        lambda claim, at_end: runtime.plans.open_parallel(
+            plan, principal.name, claim, answered_at_end=at_end
+        ),
     )

@@ -93,7 +93,8 @@ async def resume_run(
         else parse_model(ParallelPlanIn, data).to_plan()
     )
 
-    async def open_run(claim: IdempotencyClaim | None) -> SupervisedRun:
+    async def open_run(claim: IdempotencyClaim | None, _answered_at_end: bool) -> SupervisedRun:
+        # A resumed run's row exists already: nothing to defer.
         return await _mapped(resumer.open(run_id, plan, principal.name, claim))
 
     return await start_run(request, runtime, principal, data, open_run)

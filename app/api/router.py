@@ -107,7 +107,8 @@ async def start_router_run(
         runtime,
         principal,
         data,
-        lambda claim: _mapped(
+        # A router run's start always commits first: its calls are the model's choice.
+        lambda claim, _answered_at_end: _mapped(
             service.open_run(routed, principal.name, request_digest=digest, claim=claim)
         ),
     )

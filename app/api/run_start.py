@@ -42,7 +42,8 @@ from app.service.run_tasks import RunEnded, RunResult, SupervisedRun
 from app.service.runtime import Runtime
 
 RESPOND_ASYNC = "respond-async"
-OpenRun = Callable[[IdempotencyClaim | None], Awaitable[SupervisedRun]]
+# (the claim, whether the caller is answered only once the run ended) -> the run.
+OpenRun = Callable[[IdempotencyClaim | None, bool], Awaitable[SupervisedRun]]
 
 RUN_START_PARAMETERS: list[dict[str, Any]] = [
     {
@@ -101,7 +102,7 @@ async def start_run(
         )
 
     if key is None:
-        run = await open_run(None)
+        run = await open_run(None, not respond_async)
         return await _execute(runtime, run, accepted if respond_async else None, None)
 
     mode = RESPOND_ASYNC if respond_async else "wait"
@@ -113,7 +114,7 @@ async def start_run(
     if replayed is not None:
         return replayed
     try:
-        run = await open_run(claim)
+        run = await open_run(claim, not respond_async)
     except IdempotencyKeyTaken:
         return await lookup_winner(runtime, claim)
     except (ServiceError, ProblemError) as exc:

@@ -89,6 +89,7 @@ class Engine:
         *,
         resume: ResumePoint | None = None,
         when_settled: WhenSettled[SequentialOutcome] | None = None,
+        started: asyncio.Future[None] | None = None,
     ) -> SequentialOutcome:
         """Run a preflighted plan; returns once every receipt is durable.
 
@@ -98,6 +99,9 @@ class Engine:
         `when_settled` (outcome, pending futures) is called once every call settled,
         before waiting for durability: what it queues on the same sink can share the
         receipts' transaction. Not called when the run fails or is cancelled.
+        `started`: the run's start, queued on the receipt sink before this call and
+        not yet durable; calls of tools with effects wait for it (`RunState`), and
+        the run fails with ReceiptWriteFailed if it fails.
         """
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.calls):
@@ -107,6 +111,7 @@ class Engine:
             RunKind.SEQUENTIAL,
             deadline_s=plan.deadline_s,
             first_seq=len(plan.calls) if resume is None else resume.next_seq,
+            started=started,
         )
         done = () if resume is None else resume.done[0]
         receipts: list[Receipt] = []
@@ -129,9 +134,10 @@ class Engine:
         parallel_batch_id: str | None = None,
         resume: ResumePoint | None = None,
         when_settled: WhenSettled[ParallelOutcome] | None = None,
+        started: asyncio.Future[None] | None = None,
     ) -> ParallelOutcome:
-        """Run a preflighted parallel plan; cancellation, `resume` and `when_settled`
-        behave as in `run_sequential` (`resume.done` holds one entry per lane)."""
+        """Run a preflighted parallel plan; cancellation, `resume`, `when_settled` and
+        `started` behave as in `run_sequential` (`resume.done` holds one entry per lane)."""
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.lanes) or any(
             len(args) != len(lane.calls)
@@ -147,6 +153,7 @@ class Engine:
                 sum(len(lane.calls) for lane in plan.lanes) if resume is None else resume.next_seq
             ),
             parallel_batch_id=batch_id,
+            started=started,
         )
         done = None if resume is None else resume.done
         results: list[list[Receipt]] = []
@@ -176,6 +183,7 @@ class Engine:
         deadline_s: float | None = None,
         first_seq: int = 0,
         parallel_batch_id: str | None = None,
+        started: asyncio.Future[None] | None = None,
     ) -> RunState:
         """State for calls made one at a time with `run_call` (the router's way)."""
         self._check(run, run.owner)
@@ -192,6 +200,7 @@ class Engine:
             next_seq=first_seq,
             parallel_batch_id=parallel_batch_id,
             deadlines=deadlines,
+            started=started,
         )
 
     async def run_call(

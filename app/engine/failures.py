@@ -18,6 +18,9 @@ BAD_OUTPUT = "output does not match the output schema"
 NOT_JSON_OUTPUT = "output is not a JSON value"
 DEADLINE_SKIP = CallError(ErrorKind.DEADLINE, "not started: the run's deadline had passed")
 CANCELLED_SKIP = CallError(ErrorKind.CANCELLED, "not started: the run was cancelled")
+START_NOT_RECORDED = CallError(
+    ErrorKind.INTERRUPTED, "not started: the run's start could not be recorded"
+)
 # Calls after the one that stopped a chain (a sequential plan or a lane).
 NOT_RUN_CANCELLED = CallError(ErrorKind.CANCELLED, "not run: the run was cancelled")
 NOT_RUN_DEADLINE = CallError(ErrorKind.DEADLINE, "not run: the run's deadline had passed")

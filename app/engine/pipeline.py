@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from app.contract.canonical import fingerprint
-from app.contract.compiled import Contract, Tool
+from app.contract.compiled import Contract, Effect, Tool
 from app.engine.admission import ToolGate, build_gates
 from app.engine.audit import Auditor, error_detail
 from app.engine.cache import ResultCache
@@ -35,6 +35,7 @@ from app.engine.failures import (
     BAD_OUTPUT,
     DEADLINE_SKIP,
     NOT_JSON_OUTPUT,
+    START_NOT_RECORDED,
     cancelled,
     deadline_stop,
     describe_problems,
@@ -89,6 +90,7 @@ class _ToolSpec:
         "cached",
         "function",
         "gate",
+        "has_effects",
         "is_async",
         "output_valid",
         "redactor",
@@ -118,6 +120,8 @@ class _ToolSpec:
         self.output_valid = tool.output_schema.is_valid
         self.function = tool.target.function
         self.is_async = tool.target.is_async
+        # Waits for its run's start to be durable before it starts (`RunState`).
+        self.has_effects = tool.effect is not Effect.READ
         # Looked up in the cache before it runs.
         self.cached = tool.cacheable and cached
         # Something to do before the call starts: a cache lookup or waiting for room.
@@ -201,6 +205,12 @@ class CallPipeline:
         output: Any  # bound by the attempt that succeeds
         error: CallError | None = None
         try:
+            if (
+                state.unconfirmed_start is not None
+                and (spec.has_effects or state.unconfirmed_start.done())
+                and not await state.start_recorded()
+            ):
+                return self._settle(call, out, _SKIPPED, None, START_NOT_RECORDED)
             if spec.before_start:
                 hit = await self._before_start(call)
                 if hit is not None:

@@ -44,6 +44,11 @@ class RunState:
     Created inside the event loop that runs the calls. `deadline` is on that
     loop's clock (`loop.time()`), or None.
     Sequence numbers after the plan's own calls go to dispatched calls.
+
+    `started`: the run's start, queued on the receipt sink but not yet known to be
+    durable (None: it is). No call of a tool with effects starts before it is; once
+    it failed, no call starts at all. It is among the `pending` futures, so the
+    run's final flush raises if it failed.
     """
 
     __slots__ = (
@@ -57,6 +62,7 @@ class RunState:
         "next_seq",
         "parallel_batch_id",
         "pending",
+        "unconfirmed_start",
     )
 
     def __init__(
@@ -69,6 +75,7 @@ class RunState:
         next_seq: int,
         parallel_batch_id: str | None = None,
         deadlines: Deadlines | None = None,
+        started: asyncio.Future[None] | None = None,
     ) -> None:
         self.identity = identity
         self.loop = asyncio.get_running_loop()
@@ -79,13 +86,27 @@ class RunState:
         self.deadline = deadline
         self.next_seq = next_seq
         self.parallel_batch_id = parallel_batch_id
-        self.pending: list[asyncio.Future[None]] = []
+        self.pending: list[asyncio.Future[None]] = [] if started is None else [started]
+        self.unconfirmed_start = started
         self.dispatched: list[Receipt] = []
 
     def allocate_seq(self) -> int:
         seq = self.next_seq
         self.next_seq = seq + 1
         return seq
+
+    async def start_recorded(self) -> bool:
+        """Wait until the run's start is durable (`started`); False if it failed."""
+        started = self.unconfirmed_start
+        if started is None:
+            return True
+        if not started.done():
+            # Waited on, never cancelled: the future is shared by the sink's transaction.
+            await asyncio.wait((started,))
+        if started.cancelled() or started.exception() is not None:
+            return False
+        self.unconfirmed_start = None
+        return True
 
     async def flush(self) -> None:
         """Wait until every receipt submitted so far is durable; raise the first write error."""
@@ -100,4 +121,5 @@ class RunState:
                 raise ReceiptWriteFailed("a receipt write was cancelled")
             error = future.exception()
             if error is not None:
-                raise ReceiptWriteFailed(f"a receipt could not be stored: {error}") from error
+                what = "the run's start" if future is self.unconfirmed_start else "a receipt"
+                raise ReceiptWriteFailed(f"{what} could not be stored: {error}") from error

@@ -29,6 +29,7 @@ from app.service.run_records import (
     record_run_end,
     run_end,
     run_end_committed,
+    run_start_committed,
     stored_receipts,
 )
 from app.service.run_tasks import RunResult
@@ -51,8 +52,11 @@ class _PlanRun:
         identity: RunIdentity,
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
+        started: asyncio.Future[None] | None,
     ) -> None:
         self._engine = engine
+        # The run's start while it is queued, not yet committed (`PlanService`).
+        self._started = started
         self._sessions = sessions
         self._writer = writer
         self._identity = identity
@@ -88,6 +92,8 @@ class _PlanRun:
         record_plan_finished(self.kind, status)
 
     async def _stored(self) -> list[StoredReceipt]:
+        if self._started is not None:  # a stopped run never recorded is not reported
+            await run_start_committed(self._started)
         return await stored_receipts(self._sessions, self.run_id)
 
     def _head(self, status: str) -> dict[str, Any]:
@@ -113,8 +119,9 @@ class SequentialRun(_PlanRun):
         *,
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
+        started: asyncio.Future[None] | None = None,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer, started)
         self._plan = plan
         self._admitted = admitted
         self._resume = resume
@@ -130,6 +137,7 @@ class SequentialRun(_PlanRun):
                 when_settled=lambda outcome, pending: self._queue_end(
                     outcome.status, len(outcome.receipts), pending
                 ),
+                started=self._started,
             )
         )
 
@@ -179,8 +187,9 @@ class ParallelRun(_PlanRun):
         *,
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
+        started: asyncio.Future[None] | None = None,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer)
+        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer, started)
         self._plan = plan
         self._admitted = admitted
         self._batch_id = parallel_batch_id
@@ -198,6 +207,7 @@ class ParallelRun(_PlanRun):
                 when_settled=lambda outcome, pending: self._queue_end(
                     outcome.status, sum(len(lane.receipts) for lane in outcome.lanes), pending
                 ),
+                started=self._started,
             )
         )
 

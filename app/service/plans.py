@@ -1,8 +1,20 @@
-"""Use-cases for caller-declared plans: preflight and record the run; `plan_runs` executes it."""
+"""Use-cases for caller-declared plans: preflight and record the run; `plan_runs` executes it.
+
+A run's start commits before its first call runs, so that a crash leaves a run
+to be marked `interrupted`, with one exception: a plan whose calls all name
+tools declared `effect: read`, whose caller waits for its end and claimed no
+idempotency key, queues its start and goes on. The start commits with or before
+the run's first receipts, the run answers only once both are durable, and a
+call of a tool with effects that such a run still reaches (a dispatch) waits
+for the start (`app.engine.run.RunState`). A crash before that commit leaves no
+trace of the run, which ran no call with effects; the request waits for one
+commit instead of two (`docs/decisions.md`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -10,10 +22,10 @@ from uuid import uuid4
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.contract import Contract
+from app.contract import Contract, Effect
 from app.engine.engine import Engine
 from app.engine.ids import new_run_id
-from app.engine.plan import ParallelPlan, PlanLimits, SequentialPlan
+from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
 from app.engine.preflight import PlanProblem, preflight_parallel, preflight_sequential
 from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
@@ -23,7 +35,7 @@ from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
-from app.service.run_records import record_run_start
+from app.service.run_records import queue_run_start, record_run_start, run_start_row
 from app.service.writer import GroupCommitWriter
 
 
@@ -42,9 +54,18 @@ class PlanService:
     max_stored_output_bytes: int
 
     async def open_sequential(
-        self, plan: SequentialPlan, caller: str | None, claim: IdempotencyClaim | None = None
+        self,
+        plan: SequentialPlan,
+        caller: str | None,
+        claim: IdempotencyClaim | None = None,
+        *,
+        answered_at_end: bool = False,
     ) -> SequentialRun:
         """Preflight, then record the run (and claim `claim`); the calls run under the supervisor.
+
+        `answered_at_end`: the caller is answered once the run ended, not as soon as
+        it is recorded; a plan of read tools alone then does not wait for its start
+        to commit (the module's docstring).
 
         Raises PlanRejected (nothing recorded but the audit event), IdempotencyKeyTaken,
         StorageUnavailable.
@@ -52,8 +73,15 @@ class PlanService:
         checked = preflight_sequential(plan, self.contract, self.limits)
         if checked.problems:
             self._reject("sequential", plan.owner, caller, checked.problems)
-        identity = await self._open_run(
-            "sequential", plan_digest(plan), plan.owner, caller, plan.context, None, claim
+        identity, started = await self._open_run(
+            "sequential",
+            plan_digest(plan),
+            plan.owner,
+            caller,
+            plan.context,
+            None,
+            claim,
+            answered_at_end and claim is None and self._reads_only(plan.calls),
         )
         return SequentialRun(
             self.engine,
@@ -63,18 +91,33 @@ class PlanService:
             checked.admitted,
             max_stored_output_bytes=self.max_stored_output_bytes,
             writer=self.writer,
+            started=started,
         )
 
     async def open_parallel(
-        self, plan: ParallelPlan, caller: str | None, claim: IdempotencyClaim | None = None
+        self,
+        plan: ParallelPlan,
+        caller: str | None,
+        claim: IdempotencyClaim | None = None,
+        *,
+        answered_at_end: bool = False,
     ) -> ParallelRun:
         """As `open_sequential`, for a parallel plan."""
         checked = preflight_parallel(plan, self.contract, self.limits)
         if checked.problems:
             self._reject("parallel", plan.owner, caller, checked.problems)
         batch_id = str(uuid4())
-        identity = await self._open_run(
-            "parallel", plan_digest(plan), plan.owner, caller, plan.context, batch_id, claim
+        identity, started = await self._open_run(
+            "parallel",
+            plan_digest(plan),
+            plan.owner,
+            caller,
+            plan.context,
+            batch_id,
+            claim,
+            answered_at_end
+            and claim is None
+            and self._reads_only(call for lane in plan.lanes for call in lane.calls),
         )
         return ParallelRun(
             self.engine,
@@ -85,7 +128,13 @@ class PlanService:
             batch_id,
             max_stored_output_bytes=self.max_stored_output_bytes,
             writer=self.writer,
+            started=started,
         )
+
+    def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:
+        """Whether every call names a tool declared `effect: read` (preflight passed)."""
+        tools = self.contract.tools
+        return all(tools[call.tool].effect is Effect.READ for call in calls)
 
     def _reject(
         self, kind: str, owner: str, caller: str | None, problems: Sequence[PlanProblem]
@@ -121,21 +170,40 @@ class PlanService:
         context: Mapping[str, Any],
         batch_id: str | None,
         claim: IdempotencyClaim | None,
-    ) -> RunIdentity:
+        deferred_start: bool,
+    ) -> tuple[RunIdentity, asyncio.Future[None] | None]:
+        """The run's identity, and its start's future when `deferred_start` (the start
+        is queued, not committed yet), else None (committed)."""
         run_id = new_run_id()
-        await record_run_start(
-            self.sessions,
-            run_id=run_id,
-            kind=kind,
-            owner=owner,
-            contract_hash=self.contract.hash,
-            instance_id=self.instance_id,
-            caller=caller,
-            parallel_batch_id=batch_id,
-            claim=claim,
-            request_digest=digest,
-            writer=self.writer,
-        )
+        started: asyncio.Future[None] | None = None
+        if deferred_start:
+            started = queue_run_start(
+                self.writer,
+                run_start_row(
+                    run_id=run_id,
+                    kind=kind,
+                    owner=owner,
+                    contract_hash=self.contract.hash,
+                    instance_id=self.instance_id,
+                    caller=caller,
+                    parallel_batch_id=batch_id,
+                    request_digest=digest,
+                ),
+            )
+        else:
+            await record_run_start(
+                self.sessions,
+                run_id=run_id,
+                kind=kind,
+                owner=owner,
+                contract_hash=self.contract.hash,
+                instance_id=self.instance_id,
+                caller=caller,
+                parallel_batch_id=batch_id,
+                claim=claim,
+                request_digest=digest,
+                writer=self.writer,
+            )
         bind_run(run_id, caller)
         self.writer.emit_row(
             {
@@ -149,10 +217,11 @@ class PlanService:
                 "detail": {"plan_kind": kind, "owner": owner},
             }
         )
-        return RunIdentity(
+        identity = RunIdentity(
             run_id=run_id,
             owner=owner,
             caller=caller,
             context=context,
             contract_hash=self.contract.hash,
         )
+        return identity, started

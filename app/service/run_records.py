@@ -41,23 +41,16 @@ async def record_run_start(
     IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key first.
     """
     if writer is not None and claim is None:
-        now = datetime.now(UTC)
-        row = {
-            "id": run_id,
-            "kind": kind,
-            "owner": owner,
-            "status": RUNNING,
-            "caller": caller,
-            "contract_hash": contract_hash,
-            "parallel_batch_id": parallel_batch_id,
-            "request_digest": request_digest,
-            "instance_id": instance_id,
-            "outcome": None,
-            "call_count": 0,
-            "created_at": now,
-            "started_at": now,
-            "finished_at": None,
-        }
+        row = run_start_row(
+            run_id=run_id,
+            kind=kind,
+            owner=owner,
+            contract_hash=contract_hash,
+            instance_id=instance_id,
+            caller=caller,
+            parallel_batch_id=parallel_batch_id,
+            request_digest=request_digest,
+        )
         await _started(writer, row)
         return
     try:
@@ -76,6 +69,47 @@ async def record_run_start(
             )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
+
+
+def queue_run_start(writer: GroupCommitWriter, row: dict[str, Any]) -> asyncio.Future[None]:
+    """Queue the run's start (`run_start_row`) and return at once: the future it
+    shares with its transaction (never cancel it). A run that goes on before it
+    resolves gives it to the engine (`started`), so that no call with effects
+    starts first. Raises StorageUnavailable while the database is known to be away."""
+    if writer.in_outage:
+        raise StorageUnavailable("the run could not be recorded: the database is unavailable")
+    return writer.start_run(row)
+
+
+def run_start_row(
+    *,
+    run_id: str,
+    kind: str,
+    owner: str,
+    contract_hash: str,
+    instance_id: str,
+    caller: str | None,
+    parallel_batch_id: str | None,
+    request_digest: str | None,
+) -> dict[str, Any]:
+    """A `running` run row for `GroupCommitWriter.start_run`, started now."""
+    now = datetime.now(UTC)
+    return {
+        "id": run_id,
+        "kind": kind,
+        "owner": owner,
+        "status": RUNNING,
+        "caller": caller,
+        "contract_hash": contract_hash,
+        "parallel_batch_id": parallel_batch_id,
+        "request_digest": request_digest,
+        "instance_id": instance_id,
+        "outcome": None,
+        "call_count": 0,
+        "created_at": now,
+        "started_at": now,
+        "finished_at": None,
+    }
 
 
 async def record_run_end(
@@ -122,6 +156,12 @@ def run_end(
         "call_count": call_count,
         "finished_at": datetime.now(UTC),
     }
+
+
+async def run_start_committed(durable: asyncio.Future[None]) -> None:
+    """Wait for a queued run start (`queue_run_start`) to commit; StorageUnavailable if
+    it failed."""
+    await _committed(durable, "the run could not be recorded")
 
 
 async def run_end_committed(durable: asyncio.Future[None]) -> None:

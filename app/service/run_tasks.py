@@ -1,7 +1,8 @@
 """Every run executes in its own task, registered by run id, under one supervisor.
 
-A use-case records the run (its row is committed, preflight passed) and hands
-the supervisor a `SupervisedRun`. A synchronous request then waits for the
+A use-case records the run (preflight passed; its row is committed, or queued
+for a plan of read tools: `app.service.plans`) and hands the supervisor a
+`SupervisedRun`. A synchronous request then waits for the
 task, shielded: a client that goes away does not stop the run. A
 `Prefer: respond-async` request answers at once and the run goes on alone.
 

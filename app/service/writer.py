@@ -35,6 +35,14 @@ On SQLite, once the WAL checkpointer (`wal`) finds the WAL long, the next batch
 waits for one checkpoint pass before it is taken, so that its transaction
 starts the WAL over (`app.store.checkpoints`); rows that come in meanwhile join it.
 
+A run's start may be queued without its run waiting for it (a plan of read
+tools: `app.service.plans`), so the run's receipts can come in a later
+transaction than its start. If the start's transaction fails, the run's
+receipts, cache entries and end that are still queued or come later are left
+out of every later transaction (their foreign key would fail it, and the rows
+of every other run in it): the run learns of the failure from its start's
+future. Its audit events are kept.
+
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
 audit event written in the same transaction.
@@ -69,6 +77,10 @@ logger = logging.getLogger("toolloop.writer")
 # a transaction takes up to this many audit rows per receipt it may hold, so a
 # full batch of receipts commits with its calls' events in one transaction.
 AUDIT_ROWS_PER_RECEIPT = 3
+# Runs whose start failed, remembered so that their later rows are left out. A
+# run stops starting calls once it sees its start failed (`RunState`), so its
+# rows stop coming within a call's length; the oldest are forgotten past this.
+MAX_UNSTARTED_RUNS = 10_000
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
@@ -142,6 +154,8 @@ class GroupCommitWriter:
         self._superseded: dict[tuple[str, int], dict[str, Any]] = {}
         # Started through the writer, their end not yet taken into a transaction.
         self._open_runs: set[str] = set()
+        # Runs whose start failed to commit (insertion-ordered, bounded).
+        self._unstarted: dict[str, None] = {}
 
     def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
         """Call `listener` with each batch's receipt rows (redacted) once they are committed."""
@@ -363,6 +377,25 @@ class GroupCommitWriter:
         if room is not None and not room.done():
             room.set_result(None)
 
+    def _leave_out_unstarted(
+        self,
+        rows: list[dict[str, Any]],
+        cache_rows: list[dict[str, Any]],
+        run_ends: list[dict[str, Any]],
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The rows less those of runs whose start failed (receipts, the cache entries
+        they are the source of, ends)."""
+        unstarted = self._unstarted
+        kept = [row for row in rows if row["run_id"] not in unstarted]
+        if len(kept) < len(rows):
+            logger.warning(
+                "left out %d receipts of runs whose start could not be recorded",
+                len(rows) - len(kept),
+            )
+            left_out = {row["id"] for row in rows if row["run_id"] in unstarted}
+            cache_rows = [row for row in cache_rows if row["source_receipt_id"] not in left_out]
+        return kept, cache_rows, [end for end in run_ends if end["run_id"] not in unstarted]
+
     def _split(
         self, rows: list[dict[str, Any]], audit: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -397,6 +430,8 @@ class GroupCommitWriter:
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
         audit, self._audit = self._audit[:most], self._audit[most:]
         self._backlog -= len(rows) + len(audit)
+        if self._unstarted:
+            rows, cache_rows, run_ends = self._leave_out_unstarted(rows, cache_rows, run_ends)
         audit = pair_call_events(audit)
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
@@ -451,6 +486,9 @@ class GroupCommitWriter:
             logger.error("group commit of %d receipts failed: %s", len(rows), exc)
             for row in run_starts:  # never started: nothing will end them
                 self._open_runs.discard(row["id"])
+                self._unstarted[row["id"]] = None
+            while len(self._unstarted) > MAX_UNSTARTED_RUNS:
+                del self._unstarted[next(iter(self._unstarted))]
             if group is not None and not group.durable.done():
                 group.durable.set_exception(exc)
             return

@@ -9,11 +9,13 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.engine.ports import AuditEvent, AuditKind
+from app.engine.ports import AuditEvent, AuditKind, CachedOutput
 from app.engine.redaction import Redactor
+from app.service import writer as writer_module
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
+from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.observability.metrics_reading import value
@@ -289,3 +291,41 @@ async def test_a_short_wal_never_holds_a_batch(engine: AsyncEngine) -> None:
         await asyncio.wait_for(writer.submit(succeeded_receipt(0, {"n": 0})), timeout=60)
     assert wal.catch_ups == 0
     assert value("toolloop_receipt_wal_wait_seconds_count") == waits
+
+
+async def test_rows_of_a_run_whose_start_failed_are_left_out_of_later_transactions(
+    engine: AsyncEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A run that went on without waiting for its start (a plan of read tools): once
+    # the start failed, its receipts, their cache entries and its end must not reach
+    # a later transaction, where the foreign key would fail every other run's rows.
+    refused = {**_run_row("refused"), "contract_hash": "not-a-snapshot"}
+    now = datetime.now(UTC)
+    orphan = succeeded_receipt(0, {"n": 0}, receipt_id="orphan")._replace(run_id="refused")
+    entry = CachedOutput("sha256:" + "c" * 64, HASH, "t", {"n": 0}, "orphan", now, None)
+    async with running_writer(engine, linger_s=0.005) as writer:
+        with pytest.raises(DBAPIError, match=r"FOREIGN KEY|foreign key"):
+            await writer.start_run(refused)
+        later = [
+            writer.submit(orphan, entry),
+            writer.submit(succeeded_receipt(0, {"n": 1})),
+            writer.end_run({**_end(), "run_id": "refused"}),
+        ]
+        await asyncio.gather(*later)  # the other run's receipt committed
+    async with create_session_factory(engine)() as session:
+        assert [r.id for r in await ReceiptRepository(session).list_for_run("run-1")] == ["r0"]
+        assert await ReceiptRepository(session).list_for_run("refused") == []
+        assert await RunRepository(session).get("refused") is None
+        assert await CacheRepository(session).get(entry.fingerprint, HASH, now) is None
+    assert "left out 1 receipts of runs whose start could not be recorded" in caplog.text
+
+
+async def test_runs_whose_start_failed_are_remembered_up_to_a_bound(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "MAX_UNSTARTED_RUNS", 2)
+    async with running_writer(engine) as writer:
+        for run_id in ("u1", "u2", "u3"):
+            with pytest.raises(DBAPIError):
+                await writer.start_run({**_run_row(run_id), "contract_hash": "none"})
+    assert list(writer._unstarted) == ["u2", "u3"]

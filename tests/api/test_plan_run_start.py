@@ -1,0 +1,239 @@
+"""When a plan's run start commits: before the first call, or with its first receipts.
+
+A plan of read tools whose caller waits for its end, with no Idempotency-Key,
+runs its first call without waiting for its start to commit; every other plan
+commits its start first. The writer is held here (its transactions wait for
+the test) to see which calls ran before anything was committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.api.app import create_app
+from app.service import plans as plans_module
+from app.settings import Settings
+from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RunRepository
+from tests.api import plan_tools
+from tests.api.plan_registry import REGISTRY
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tool_counters() -> Iterator[None]:
+    plan_tools.reset()
+    yield
+    plan_tools.reset()
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    registry = tmp_path / "tester.yml"
+    registry.write_text(REGISTRY)
+    return Settings(registries=[registry], database_url=database_url)
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+class HeldWriter:
+    """Holds every group commit of the app's writer until `release`."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.writer = app.state.runtime.writer
+        self.released = asyncio.Event()
+        self.waiting = 0
+        write_batch = self.writer._write_batch
+
+        async def held() -> None:
+            self.waiting += 1
+            await self.released.wait()
+            await write_batch()
+
+        self.writer._write_batch = held
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@pytest.fixture
+def held(app: FastAPI) -> Iterator[HeldWriter]:
+    """The app's writer, held; released at the end, so that the app can close."""
+    holding = HeldWriter(app)
+    yield holding
+    holding.release()
+
+
+async def until(condition: Callable[[], bool], *, turns: int = 100_000) -> None:
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never became true")
+
+
+def read_call(key: str) -> dict[str, Any]:
+    return {
+        "call_key": key,
+        "tool": "probe",
+        "args": {"group": "read", "label": key, "delay_s": 0},
+    }
+
+
+def effect_call(key: str) -> dict[str, Any]:
+    return {"call_key": key, "tool": "echo", "args": {"text": key}}  # non_idempotent
+
+
+async def stored(app: FastAPI, run_id: str) -> tuple[Any, list[Any]]:
+    async with app.state.runtime.sessions() as session:
+        run = await RunRepository(session).get(run_id)
+        receipts = await ReceiptRepository(session).list_for_run(run_id)
+    return run, receipts
+
+
+async def test_a_plan_of_read_tools_runs_its_calls_before_its_start_commits(
+    app: FastAPI, client: httpx.AsyncClient, held: HeldWriter
+) -> None:
+    body = {"owner": "tester", "calls": [read_call("a"), read_call("b")]}
+
+    answer = asyncio.create_task(client.post("/plans/sequential", json=body))
+    await until(lambda: plan_tools.calls["read"] == 2)
+    assert held.waiting >= 1  # nothing was committed, and both calls ran
+    assert not answer.done()  # the answer waits for the start and the receipts
+
+    held.release()
+    response = await answer
+    assert response.status_code == 200
+    run, receipts = await stored(app, response.json()["plan_id"])
+    assert run is not None
+    assert run.status == "succeeded"
+    assert [r.call_key for r in receipts] == ["a", "b"]
+
+
+async def test_a_parallel_plan_of_read_tools_runs_before_its_start_commits(
+    app: FastAPI, client: httpx.AsyncClient, held: HeldWriter
+) -> None:
+    body = {
+        "owner": "tester",
+        "max_concurrency": 2,
+        "lanes": [
+            {"item_key": "x", "calls": [read_call("a")]},
+            {"item_key": "y", "calls": [read_call("b")]},
+        ],
+    }
+
+    answer = asyncio.create_task(client.post("/plans/parallel", json=body))
+    await until(lambda: plan_tools.calls["read"] == 2)
+
+    held.release()
+    response = await answer
+    assert response.status_code == 200
+    run, receipts = await stored(app, response.json()["plan_id"])
+    assert run is not None
+    assert len(receipts) == 2
+
+
+@pytest.mark.parametrize(
+    ("calls", "headers"),
+    [
+        ([effect_call("a")], {}),
+        ([read_call("a"), effect_call("b")], {}),
+        ([read_call("a")], {"Prefer": "respond-async"}),
+    ],
+    ids=["a-tool-with-effects", "read-then-effects", "respond-async"],
+)
+async def test_any_other_plan_commits_its_start_before_its_first_call(
+    client: httpx.AsyncClient,
+    held: HeldWriter,
+    calls: list[dict[str, Any]],
+    headers: dict[str, str],
+) -> None:
+    body = {"owner": "tester", "calls": calls}
+
+    answer = asyncio.create_task(client.post("/plans/sequential", json=body, headers=headers))
+    await until(lambda: held.waiting >= 1)
+    for _ in range(200):
+        await asyncio.sleep(0)
+    assert plan_tools.calls["read"] == 0
+    assert plan_tools.calls["echo"] == 0
+
+    held.release()
+    response = await answer
+    assert response.status_code in (200, 202)
+
+
+async def test_a_plan_with_an_idempotency_key_commits_its_start_first(
+    app: FastAPI, client: httpx.AsyncClient, held: HeldWriter
+) -> None:
+    # The claim and the start share a transaction of their own, not the writer's.
+    body = {"owner": "tester", "calls": [read_call("a")]}
+
+    answer = asyncio.create_task(
+        client.post("/plans/sequential", json=body, headers={"Idempotency-Key": "k-1"})
+    )
+    await until(lambda: plan_tools.calls["read"] == 1)
+    async with app.state.runtime.sessions() as session:
+        runs = (await RunRepository(session).list_page(limit=10)).items
+    assert [run.status for run in runs] == ["running"]  # committed before the call
+
+    held.release()
+    response = await answer
+    assert response.status_code == 200
+    assert [run.id for run in runs] == [response.json()["plan_id"]]
+
+
+async def test_a_plan_of_read_tools_is_refused_before_any_call_while_the_database_is_away(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    writer = app.state.runtime.writer
+    writer.outage().set_result(None)  # what a transient write failure does
+
+    response = await client.post(
+        "/plans/sequential", json={"owner": "tester", "calls": [read_call("a")]}
+    )
+
+    assert response.status_code == 503
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert "the database is unavailable" in response.json()["detail"]
+    assert plan_tools.calls["read"] == 0
+    writer._outage = None
+
+
+async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
+    app: FastAPI, client: httpx.AsyncClient, held: HeldWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_start_row = plans_module.run_start_row
+
+    def refused_row(**fields: Any) -> dict[str, Any]:
+        return {**run_start_row(**fields), "contract_hash": "sha256:" + "0" * 64}
+
+    monkeypatch.setattr(plans_module, "run_start_row", refused_row)
+    body = {"owner": "tester", "calls": [read_call("a"), read_call("b"), read_call("c")]}
+    answer = asyncio.create_task(client.post("/plans/sequential", json=body))
+    await until(lambda: plan_tools.calls["read"] >= 1)
+    held.release()
+    response = await answer
+
+    assert response.status_code == 503
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert "the run's start could not be stored" in response.json()["detail"]
+    async with app.state.runtime.sessions() as session:
+        assert (await RunRepository(session).list_page(limit=10)).items == []
+        assert (await ReceiptRepository(session).list_page(limit=10)).items == []
+
+    monkeypatch.setattr(plans_module, "run_start_row", run_start_row)
+    after = await client.post(
+        "/plans/sequential", json={"owner": "tester", "calls": [read_call("d")]}
+    )
+    assert after.status_code == 200  # the writer goes on
