@@ -321,8 +321,11 @@ async def _durable(
 ) -> None:
     """Tell `when_settled` the outcome and what its receipts wait on, then wait for them."""
     if when_settled is not None:
+        # The receipts' futures: a start still pending was queued before any of
+        # them, so it commits with them or earlier whatever joins them.
+        start = state.unconfirmed_start
         try:
-            when_settled(outcome, tuple(state.pending))
+            when_settled(outcome, tuple(f for f in state.pending if f is not start))
         except BaseException:
             with suppress(Exception):
                 await state.flush()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,45 @@ async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
         "/plans/sequential", json={"owner": "tester", "calls": [read_call("d")]}
     )
     assert after.status_code == 200  # the writer goes on
+
+
+async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_being_written(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The start's transaction is taken and held in flight; the calls settle meanwhile.
+    # The end must still share the receipts' transaction: one commit to wait for, not two.
+    writer = app.state.runtime.writer
+    sessions = writer._sessions
+    in_flight = asyncio.Event()
+    released = asyncio.Event()
+
+    @asynccontextmanager
+    async def held_session() -> AsyncIterator[Any]:
+        in_flight.set()
+        await released.wait()
+        async with sessions() as session:
+            yield session
+
+    monkeypatch.setattr(writer, "_sessions", held_session)
+    end_run_with = writer.end_run_with
+    joined: list[bool] = []
+
+    def spied(pending: Any, values: Any) -> Any:
+        future = end_run_with(pending, values)
+        joined.append(future is not None)
+        return future
+
+    monkeypatch.setattr(writer, "end_run_with", spied)
+    body = {"owner": "tester", "calls": [read_call("a"), read_call("b"), read_call("c")]}
+    try:
+        answer = asyncio.create_task(client.post("/plans/sequential", json=body))
+        await until(lambda: in_flight.is_set() and bool(joined))
+    finally:
+        released.set()
+    response = await answer
+
+    assert response.status_code == 200
+    assert joined == [True]
+    run, receipts = await stored(app, response.json()["plan_id"])
+    assert run is not None
+    assert (run.status, len(receipts)) == ("succeeded", 3)
