@@ -31,6 +31,16 @@ subagents:
           additionalProperties: false
         output_schema: {type: object}
         effect: idempotent
+      read_gate:
+        callable: tests.faults.fault_tools:gate
+        description: The gate, declared a read (its run's start need not commit first).
+        input_schema:
+          type: object
+          properties: {label: {type: string, pattern: "^[a-z0-9-]+$"}}
+          required: [label]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: read
       hold:
         callable: tests.faults.fault_tools:hold
         description: Wait until the test releases the label.
@@ -42,7 +52,7 @@ subagents:
         output_schema: {type: object}
         effect: idempotent
     runner_defaults:
-      allowed_tools: [step, gate, hold]
+      allowed_tools: [step, gate, read_gate, hold]
       max_calls: 100
       tool_timeout_s: 60
 """
@@ -61,6 +71,10 @@ def step(call_key: str, sleep_s: float = 0.0) -> dict[str, Any]:
 
 def gate(call_key: str, name: str) -> dict[str, Any]:
     return {"call_key": call_key, "tool": "gate", "args": {"label": name}}
+
+
+def read_gate(call_key: str, name: str) -> dict[str, Any]:
+    return {"call_key": call_key, "tool": "read_gate", "args": {"label": name}}
 
 
 def hold(call_key: str) -> dict[str, Any]:

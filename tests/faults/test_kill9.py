@@ -9,6 +9,7 @@ run showing `interrupted` is printed, not asserted.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from tests.faults.fault_tools import CALL_LOG_ENV, GATE_DIR_ENV
-from tests.faults.registry import gate, parallel, sequential, step
+from tests.faults.registry import gate, parallel, read_gate, sequential, step
 from tests.live_server import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,3 +167,42 @@ def test_kill_9_mid_plan_loses_nothing_and_resume_runs_only_the_missing_calls(
         f"{sum(rerun.values())} calls run by the resume ({in_flight} were in flight at the kill, "
         f"same idempotency keys); time from restart to interrupted {to_interrupted_s:.2f} s"
     )
+
+
+def test_kill_9_during_a_waited_for_plan_of_reads_leaves_it_interrupted_and_resumable(
+    tmp_path: Path, start_server: Callable[[str], ServerProcess]
+) -> None:
+    # Such a plan does not wait for its start to commit, but its start commits in the
+    # next group commit, while its call runs: a crash mid-call still leaves the run.
+    plan = sequential(read_gate("r1", "after-kill"))
+    first = start_server("first.log")
+    answers: list[BaseException | httpx.Response] = []
+
+    def post() -> None:
+        try:
+            with httpx.Client(base_url=first.base, timeout=30) as waiting:
+                answers.append(waiting.post("/plans/sequential", json=plan))
+        except httpx.TransportError as exc:  # the server is killed under it
+            answers.append(exc)
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    with httpx.Client(base_url=first.base, timeout=10) as client:
+        poll(lambda: len(client.get("/runs", params={"limit": 10}).json()["items"]) == 1)
+        (run,) = client.get("/runs", params={"limit": 10}).json()["items"]
+    assert run["status"] == "running"
+    first.kill()
+    poster.join(timeout=30)
+    assert len(answers) == 1
+    assert isinstance(answers[0], httpx.TransportError)
+    (tmp_path / "after-kill").touch()
+
+    second = start_server("second.log")
+    with httpx.Client(base_url=second.base, timeout=30) as client:
+        poll(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
+        assert client.get(f"/runs/{run['run_id']}").json()["status"] == "interrupted"
+        resumed = client.post(f"/runs/{run['run_id']}/resume", json=plan)
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json()["status"] == "succeeded"
+        (receipt,) = receipts(client, run["run_id"])
+        assert receipt["status"] == "succeeded"
