@@ -147,6 +147,38 @@ async def test_a_waiting_request_gets_its_cancelled_run(
     assert replayed.json() == body
 
 
+async def test_a_waiting_plan_of_reads_without_a_key_gets_its_cancelled_run(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    # Its start was queued, not waited for (app.service.plans): the stop still
+    # finds the run and its receipts stored, and records the end.
+    plan = sequential(gate("1", "held"), gate("2", "never"))
+    waiting = asyncio.create_task(client.post("/plans/sequential", json=plan))
+    await until(lambda: run_tools.entered["held"] == 1)
+    await until_async(lambda: _one_running(app))  # the start commits while the call waits
+    async with app.state.runtime.sessions() as session:
+        (running,) = (await RunRepository(session).list_page(limit=5, status="running")).items
+
+    assert (await client.post(f"/runs/{running.id}/cancel")).status_code == 200
+    response = await waiting
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["plan_id"], body["status"]) == (running.id, "cancelled")
+    assert [(r["call_key"], r["status"]) for r in body["receipts"]] == [
+        ("1", "failed"),
+        ("2", "skipped"),
+    ]
+    assert (await run_row(app, running.id)).status == "cancelled"
+    assert [r.call_key for r in await stored_receipts(app, running.id)] == ["1", "2"]
+
+
+async def _one_running(app: FastAPI) -> bool:
+    async with app.state.runtime.sessions() as session:
+        page = await RunRepository(session).list_page(limit=5, status="running")
+    return len(page.items) == 1
+
+
 async def test_cancelling_a_finished_run_is_409(client: httpx.AsyncClient) -> None:
     done = await client.post("/plans/sequential", json=sequential(echo("1")))
     response = await client.post(f"/runs/{done.json()['plan_id']}/cancel")
