@@ -30,7 +30,7 @@ from app.engine.memory import MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
 from app.service.receipt_rows import receipt_row
-from app.service.run_records import queue_run_start, record_run_end, run_start_row
+from app.service.run_records import record_run_end, record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
@@ -147,18 +147,16 @@ async def _durable_per_call(url: str, built: Contract) -> Callable[[], Awaitable
         run_id = str(uuid.uuid4())
         # As a plan of read tools answered at its end starts (`PlanService`): the
         # start queued, the calls not waiting for it, the run waiting for it at the end.
-        start = queue_run_start(
-            runtime.writer,
-            run_start_row(
-                run_id=run_id,
-                kind="sequential",
-                owner=harness.OWNER,
-                contract_hash=built.hash,
-                instance_id=runtime.instance_id,
-                caller="bench",
-                parallel_batch_id=None,
-                request_digest=None,
-            ),
+        start = await record_run_start(
+            runtime.sessions,
+            run_id=run_id,
+            kind="sequential",
+            owner=harness.OWNER,
+            contract_hash=built.hash,
+            instance_id=runtime.instance_id,
+            caller="bench",
+            writer=runtime.writer,
+            committed_first=False,
         )
         identity = RunIdentity(run_id, harness.OWNER, "bench", {}, built.hash)
         outcome = await runtime.engine.run_sequential(identity, plan, admitted, started=start)

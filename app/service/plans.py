@@ -35,7 +35,7 @@ from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
-from app.service.run_records import queue_run_start, record_run_start, run_start_row
+from app.service.run_records import record_run_start
 from app.service.writer import GroupCommitWriter
 
 
@@ -175,35 +175,20 @@ class PlanService:
         """The run's identity, and its start's future when `deferred_start` (the start
         is queued, not committed yet), else None (committed)."""
         run_id = new_run_id()
-        started: asyncio.Future[None] | None = None
-        if deferred_start:
-            started = queue_run_start(
-                self.writer,
-                run_start_row(
-                    run_id=run_id,
-                    kind=kind,
-                    owner=owner,
-                    contract_hash=self.contract.hash,
-                    instance_id=self.instance_id,
-                    caller=caller,
-                    parallel_batch_id=batch_id,
-                    request_digest=digest,
-                ),
-            )
-        else:
-            await record_run_start(
-                self.sessions,
-                run_id=run_id,
-                kind=kind,
-                owner=owner,
-                contract_hash=self.contract.hash,
-                instance_id=self.instance_id,
-                caller=caller,
-                parallel_batch_id=batch_id,
-                claim=claim,
-                request_digest=digest,
-                writer=self.writer,
-            )
+        started = await record_run_start(
+            self.sessions,
+            run_id=run_id,
+            kind=kind,
+            owner=owner,
+            contract_hash=self.contract.hash,
+            instance_id=self.instance_id,
+            caller=caller,
+            parallel_batch_id=batch_id,
+            claim=claim,
+            request_digest=digest,
+            writer=self.writer,
+            committed_first=not deferred_start,
+        )
         bind_run(run_id, caller)
         self.writer.emit_row(
             {

@@ -31,14 +31,17 @@ async def record_run_start(
     claim: IdempotencyClaim | None = None,
     request_digest: str | None = None,
     writer: GroupCommitWriter | None = None,
-) -> None:
+    committed_first: bool = True,
+) -> asyncio.Future[None] | None:
     """Commit the `running` row, and claim the idempotency key in the same transaction.
 
     `request_digest` identifies the request for a later resume (the body is never stored).
     Given a `writer`, a start without a claim shares a group commit with other rows.
 
-    Committed before the first call runs, so a crash leaves a trace. Raises
-    IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key first.
+    Committed before the first call runs, so a crash leaves a trace; returns None.
+    Raises IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key
+    first. With `committed_first=False`, a start through the `writer` without a claim
+    is only queued: returns its future at once (`queue_run_start`).
     """
     if writer is not None and claim is None:
         row = run_start_row(
@@ -51,8 +54,10 @@ async def record_run_start(
             parallel_batch_id=parallel_batch_id,
             request_digest=request_digest,
         )
+        if not committed_first:
+            return queue_run_start(writer, row)
         await _started(writer, row)
-        return
+        return None
     try:
         async with sessions.begin() as session:
             if claim is not None:
@@ -69,6 +74,7 @@ async def record_run_start(
             )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
+    return None
 
 
 def queue_run_start(writer: GroupCommitWriter, row: dict[str, Any]) -> asyncio.Future[None]:

@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.app import create_app
-from app.service import plans as plans_module
+from app.service import run_records
 from app.settings import Settings
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -214,12 +214,12 @@ async def test_a_plan_of_read_tools_is_refused_before_any_call_while_the_databas
 async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
     app: FastAPI, client: httpx.AsyncClient, held: HeldWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_start_row = plans_module.run_start_row
+    run_start_row = run_records.run_start_row
 
     def refused_row(**fields: Any) -> dict[str, Any]:
         return {**run_start_row(**fields), "contract_hash": "sha256:" + "0" * 64}
 
-    monkeypatch.setattr(plans_module, "run_start_row", refused_row)
+    monkeypatch.setattr(run_records, "run_start_row", refused_row)
     body = {"owner": "tester", "calls": [read_call("a"), read_call("b"), read_call("c")]}
     answer = asyncio.create_task(client.post("/plans/sequential", json=body))
     await until(lambda: plan_tools.calls["read"] >= 1)
@@ -233,7 +233,7 @@ async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
         assert (await RunRepository(session).list_page(limit=10)).items == []
         assert (await ReceiptRepository(session).list_page(limit=10)).items == []
 
-    monkeypatch.setattr(plans_module, "run_start_row", run_start_row)
+    monkeypatch.setattr(run_records, "run_start_row", run_start_row)
     after = await client.post(
         "/plans/sequential", json={"owner": "tester", "calls": [read_call("d")]}
     )
