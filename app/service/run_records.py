@@ -43,17 +43,17 @@ async def record_run_start(
     first. With `committed_first=False`, a start through the `writer` without a claim
     is only queued: returns its future at once (`queue_run_start`).
     """
+    row = run_start_row(
+        run_id=run_id,
+        kind=kind,
+        owner=owner,
+        contract_hash=contract_hash,
+        instance_id=instance_id,
+        caller=caller,
+        parallel_batch_id=parallel_batch_id,
+        request_digest=request_digest,
+    )
     if writer is not None and claim is None:
-        row = run_start_row(
-            run_id=run_id,
-            kind=kind,
-            owner=owner,
-            contract_hash=contract_hash,
-            instance_id=instance_id,
-            caller=caller,
-            parallel_batch_id=parallel_batch_id,
-            request_digest=request_digest,
-        )
         if not committed_first:
             return queue_run_start(writer, row)
         await _started(writer, row)
@@ -62,16 +62,7 @@ async def record_run_start(
         async with sessions.begin() as session:
             if claim is not None:
                 await claim_key(session, claim, run_id)
-            await RunRepository(session).create(
-                id=run_id,
-                kind=kind,
-                owner=owner,
-                contract_hash=contract_hash,
-                instance_id=instance_id,
-                caller=caller,
-                parallel_batch_id=parallel_batch_id,
-                request_digest=request_digest,
-            )
+            await RunRepository(session).add_many([row])
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run could not be recorded: {exc}") from exc
     return None
