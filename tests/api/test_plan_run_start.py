@@ -9,7 +9,7 @@ the test) to see which calls ran before anything was committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import plan_tools
 from tests.api.plan_registry import REGISTRY
+from tests.engine.harness import until
 
 
 @pytest.fixture(autouse=True)
@@ -74,14 +75,6 @@ def held(app: FastAPI) -> Iterator[HeldWriter]:
     holding = HeldWriter(app)
     yield holding
     holding.release()
-
-
-async def until(condition: Callable[[], bool], *, turns: int = 100_000) -> None:
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never became true")
 
 
 def read_call(key: str) -> dict[str, Any]:
