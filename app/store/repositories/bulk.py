@@ -30,6 +30,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from operator import itemgetter
 from typing import Any, NoReturn, cast
 
@@ -40,7 +41,7 @@ from sqlalchemy import JSON, ColumnDefault, Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from app.store.models import AuditEvent, Base, Receipt, Run
+from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt, Run
 from app.store.serialization import dumps
 from app.store.types import UtcDateTime
 
@@ -297,6 +298,84 @@ _FINISH_POSTGRES_ROWS = (
 )
 
 
+# Runs started under an idempotency key: a key is claimed when it is new, or when
+# the stored one has expired (it is then taken over in place), and its run is
+# inserted only then; a key held by another request leaves both out, and the
+# transaction goes on for every other row. The claim's `created_at` is "now".
+def _claim_sets(table: str) -> str:
+    columns = [name for name in _layout_of(IdempotencyKey).columns if name not in ("caller", "key")]
+    assignments = ", ".join(f'"{name}" = excluded."{name}"' for name in columns)
+    return (
+        f'ON CONFLICT ("caller", "key") DO UPDATE SET {assignments} '
+        f'WHERE "{table}"."expires_at" <= excluded."created_at"'
+    )
+
+
+def _layout_of(model: type[Base]) -> _Layout:
+    return _layout(cast(Table, model.__table__))
+
+
+@cache
+def _claim_sqlite() -> str:
+    layout = _layout_of(IdempotencyKey)
+    return f'{layout.insert_sql} {_claim_sets("idempotency_keys")} RETURNING "run_id"'
+
+
+@cache
+def _claim_postgres() -> str:
+    keys, runs = _layout_of(IdempotencyKey), _layout_of(Run)
+    quoted = ", ".join(f'"{name}"' for name in runs.columns)
+    selected = ", ".join(f'r."{name}"' for name in runs.columns)
+    return (
+        f'WITH claimed AS ({keys.json_sql} {_claim_sets("idempotency_keys")} RETURNING "run_id") '
+        f'INSERT INTO "runs" ({quoted}) SELECT {selected} '
+        'FROM json_populate_recordset(NULL::"runs", %s::json) AS r '
+        'WHERE r."id" IN (SELECT "run_id" FROM claimed) RETURNING "id"'
+    )
+
+
+# A claimed key's final response (`IdempotencyRepository.complete`); a None `run_id`
+# keeps the stored one.
+_COMPLETE_SQLITE = (
+    'UPDATE "idempotency_keys" SET "state" = ?, "response_status" = ?, '
+    '"response_body" = ?, "run_id" = coalesce(?, "run_id") WHERE "caller" = ? AND "key" = ?'
+)
+_COMPLETE_POSTGRES = (
+    'UPDATE "idempotency_keys" SET "state" = c.state, "response_status" = c.response_status, '
+    '"response_body" = c.response_body, "run_id" = coalesce(c.run_id, "idempotency_keys"."run_id") '
+    "FROM json_to_recordset(%s::json) AS c(caller text, key text, state text, "
+    "response_status integer, response_body json, run_id text) "
+    'WHERE "idempotency_keys"."caller" = c.caller AND "idempotency_keys"."key" = c.key'
+)
+_COMPLETE_POSTGRES_ROWS = (
+    'UPDATE "idempotency_keys" SET "state" = %s, "response_status" = %s, '
+    '"response_body" = %s::json, "run_id" = coalesce(%s, "run_id") '
+    'WHERE "caller" = %s AND "key" = %s'
+)
+# Keys freed (a claim whose request was answered with a server error after all).
+_RELEASE_SQLITE = 'DELETE FROM "idempotency_keys" WHERE "caller" = ? AND "key" = ? AND "run_id" = ?'
+_RELEASE_POSTGRES_ROWS = (
+    'DELETE FROM "idempotency_keys" WHERE "caller" = %s AND "key" = %s AND "run_id" = %s'
+)
+_RELEASE_POSTGRES = (
+    'DELETE FROM "idempotency_keys" '
+    "USING json_to_recordset(%s::json) AS k(caller text, key text, run_id text) "
+    'WHERE "idempotency_keys"."caller" = k.caller AND "idempotency_keys"."key" = k.key '
+    'AND "idempotency_keys"."run_id" = k.run_id'
+)
+_COMPLETION_FIELDS = ("state", "response_status", "response_body", "run_id", "caller", "key")
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """Keys to claim, each with the run it starts (`key_rows[i]["run_id"]` is
+    `run_rows[i]["id"]`); the runs whose key was claimed are added to `won`."""
+
+    key_rows: Sequence[Mapping[str, Any]]
+    run_rows: Sequence[Mapping[str, Any]]
+    won: set[str]
+
+
 @dataclass(frozen=True, slots=True)
 class _Insert:
     layout: _Layout
@@ -306,6 +385,19 @@ class _Insert:
 @dataclass(frozen=True, slots=True)
 class _Finish:
     ends: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Complete:
+    rows: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Release:
+    rows: Sequence[Mapping[str, Any]]
+
+
+_Step = _Insert | _Finish | _Claim | _Complete | _Release
 
 
 class BulkWrite:
@@ -327,7 +419,7 @@ class BulkWrite:
     __slots__ = ("_steps",)
 
     def __init__(self) -> None:
-        self._steps: list[_Insert | _Finish] = []
+        self._steps: list[_Step] = []
 
     def add(self, model: type[Base], rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
         """Insert `rows` (as `insert_rows` does)."""
@@ -344,6 +436,32 @@ class BulkWrite:
     def add_audit(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
         """Audit events; ids are assigned in row order."""
         return self.add(AuditEvent, rows)
+
+    def claim_runs(
+        self, key_rows: Sequence[Mapping[str, Any]], run_rows: Sequence[Mapping[str, Any]]
+    ) -> set[str]:
+        """Claim idempotency keys (`IdempotencyKey` rows, each naming its run), each
+        inserting its run (`run_rows`, in the same order) only when the key was
+        claimed: new, or expired. A key may appear once. Returns the set that
+        holds, once `execute` returned, the ids of the runs inserted."""
+        won: set[str] = set()
+        if key_rows:
+            self._steps.append(_Claim(key_rows, run_rows, won))
+        return won
+
+    def complete_keys(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        """Store claimed keys' final responses: each row has `caller`, `key`, `state`,
+        `response_status`, `response_body` (a JSON document) and `run_id` (None
+        keeps the stored one)."""
+        if rows:
+            self._steps.append(_Complete(rows))
+        return self
+
+    def release_keys(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
+        """Delete keys (`caller`, `key`) still held by the run that claimed them (`run_id`)."""
+        if rows:
+            self._steps.append(_Release(rows))
+        return self
 
     def finish_runs(self, ends: Sequence[Mapping[str, Any]]) -> BulkWrite:
         """Record runs' ends: each has `run_id`, `status`, `outcome`, `call_count`
@@ -376,13 +494,22 @@ class BulkWrite:
         self, session: AsyncSession, connection: AsyncConnection, commit: bool
     ) -> None:
         rendered = session.info.setdefault(_TIMES, {})
-        statements: list[tuple[str, list[tuple[Any, ...]]]] = []
+        statements: list[_SqliteStatement] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 encoded = _encode(step.layout, step.rows, sqlite=True, rendered=rendered)
                 statements.append((step.layout.insert_sql, encoded))
-            else:
+            elif isinstance(step, _Finish):
                 statements.append((_FINISH_SQLITE, _sqlite_ends(step.ends, rendered)))
+            elif isinstance(step, _Claim):
+                keys = _encode(_layout_of(IdempotencyKey), step.key_rows, sqlite=True)
+                runs = _encode(_layout_of(Run), step.run_rows, sqlite=True, rendered=rendered)
+                ids = [row["id"] for row in step.run_rows]
+                statements.append(_SqliteClaims(keys, runs, ids, step.won))
+            elif isinstance(step, _Complete):
+                statements.append((_COMPLETE_SQLITE, _completions(step.rows)))
+            else:
+                statements.append((_RELEASE_SQLITE, _releases(step.rows)))
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection
         assert isinstance(driver, aiosqlite.Connection)
@@ -396,7 +523,7 @@ class BulkWrite:
             )
         except sqlite3.Error as exc:
             raise DBAPIError.instance(
-                failed[0] if failed else statements[0][0],
+                failed[0] if failed else _CLAIM_STATEMENT,
                 None,
                 exc,
                 sqlite3.Error,
@@ -404,23 +531,53 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
-        # (statement, parameters, whether the server may keep its plan)
-        prepared: list[tuple[str, tuple[Any, ...], bool | None] | None] = []
+        # (statement, parameters, whether the server may keep its plan, the ids won)
+        prepared: list[tuple[str, tuple[Any, ...], bool | None, set[str] | None] | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 batch = _batch_json(step.layout, step.rows)
-                prepared.append(None if batch is None else (step.layout.json_sql, (batch,), None))
-            else:
+                prepared.append(
+                    None if batch is None else (step.layout.json_sql, (batch,), None, None)
+                )
+            elif isinstance(step, _Finish):
                 batch = _ends_json(step.ends)
                 ids = [end["run_id"] for end in step.ends]
-                prepared.append(None if batch is None else (_FINISH_POSTGRES, (batch, ids), False))
+                prepared.append(
+                    None if batch is None else (_FINISH_POSTGRES, (batch, ids), False, None)
+                )
+            elif isinstance(step, _Claim):
+                keys = _batch_json(_layout_of(IdempotencyKey), step.key_rows)
+                runs = _batch_json(_layout_of(Run), step.run_rows)
+                prepared.append(
+                    None
+                    if keys is None or runs is None
+                    else (_claim_postgres(), (keys, runs), None, step.won)
+                )
+            elif isinstance(step, _Release):
+                batch = _releases_json(step.rows)
+                prepared.append(
+                    None if batch is None else (_RELEASE_POSTGRES, (batch,), None, None)
+                )
+            else:
+                batch = _completions_json(step.rows)
+                prepared.append(
+                    None if batch is None else (_COMPLETE_POSTGRES, (batch,), None, None)
+                )
         if any(item is None for item in prepared):
             # A batch needs COPY (or per-row parameters): one statement at a time.
             for step in self._steps:
                 if isinstance(step, _Insert):
                     await _postgres(connection, step.layout, step.rows)
-                else:
+                elif isinstance(step, _Finish):
                     await _postgres_ends(connection, step.ends)
+                elif isinstance(step, _Claim):
+                    await _postgres_claims(connection, step)
+                elif isinstance(step, _Release):
+                    await _postgres_rows(connection, _RELEASE_POSTGRES_ROWS, _releases(step.rows))
+                else:
+                    await _postgres_rows(
+                        connection, _COMPLETE_POSTGRES_ROWS, _completions(step.rows)
+                    )
             if commit:
                 await _postgres_commit(connection)
             return
@@ -428,29 +585,59 @@ class BulkWrite:
         driver = raw.driver_connection
         assert isinstance(driver, psycopg.AsyncConnection)
         statement = ""
+        # The claims' statement returns the runs it inserted: a cursor of its own,
+        # read once the pipeline has synced.
+        claims: list[tuple[psycopg.AsyncCursor[Any], set[str]]] = []
         try:
             async with driver.pipeline(), driver.cursor() as cursor:
                 for item in prepared:
                     assert item is not None
-                    statement, parameters, prepare = item
-                    await cursor.execute(statement, parameters, prepare=prepare)
+                    statement, parameters, prepare, won = item
+                    if won is None:
+                        await cursor.execute(statement, parameters, prepare=prepare)
+                    else:
+                        claimed = driver.cursor()
+                        await claimed.execute(statement, parameters)
+                        claims.append((claimed, won))
                 if commit:
                     statement = "COMMIT"
                     await driver.commit()  # in the pipeline: the same round trip
+            for claimed, won in claims:
+                won.update(row[0] for row in await claimed.fetchall())
         except psycopg.Error as exc:
             await _raise_postgres(connection, raw, statement, exc)
+        finally:
+            for claimed, _ in claims:
+                await claimed.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _SqliteClaims:
+    keys: list[tuple[Any, ...]]
+    runs: list[tuple[Any, ...]]
+    run_ids: list[str]
+    won: set[str]
+
+
+_SqliteStatement = tuple[str, list[tuple[Any, ...]]] | _SqliteClaims
+_CLAIM_STATEMENT = "claiming idempotency keys"
 
 
 def _executemany_all(
     conn: sqlite3.Connection,
-    statements: Sequence[tuple[str, list[tuple[Any, ...]]]],
+    statements: Sequence[_SqliteStatement],
     failed: list[str],
     commit: bool,
 ) -> None:
     """In aiosqlite's thread: every statement, in order, in the open transaction;
     then, with `commit`, the commit (or, on any failure, the rollback)."""
     try:
-        for sql, rows in statements:
+        for statement in statements:
+            if isinstance(statement, _SqliteClaims):
+                failed[:] = [_CLAIM_STATEMENT]
+                _claim_all(conn, statement)
+                continue
+            sql, rows = statement
             failed[:] = [sql]
             conn.executemany(sql, rows)
         if commit:
@@ -460,6 +647,56 @@ def _executemany_all(
         if commit:
             conn.rollback()
         raise
+
+
+def _claim_all(conn: sqlite3.Connection, claims: _SqliteClaims) -> None:
+    """Each key's upsert returns its run's id when it claimed the key; those runs are
+    inserted (sqlite3's `executemany` takes no statement that returns rows)."""
+    claim_sql = _claim_sqlite()
+    inserted, won = [], []
+    for key, run, run_id in zip(claims.keys, claims.runs, claims.run_ids, strict=True):
+        if conn.execute(claim_sql, key).fetchone() is not None:
+            inserted.append(run)
+            won.append(run_id)
+    conn.executemany(_layout_of(Run).insert_sql, inserted)
+    claims.won.update(won)
+
+
+def _completions(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            row["state"],
+            row["response_status"],
+            dumps(row["response_body"]),
+            row["run_id"],
+            row["caller"],
+            row["key"],
+        )
+        for row in rows
+    ]
+
+
+def _releases(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(row["caller"], row["key"], row["run_id"]) for row in rows]
+
+
+def _releases_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    batch = orjson.dumps(
+        [{name: row[name] for name in ("caller", "key", "run_id")} for row in rows]
+    ).decode()
+    return None if "\\u0000" in batch else batch
+
+
+def _completions_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The completions as one JSON array, or None when this path cannot take them."""
+    try:
+        batch = orjson.dumps(
+            [{name: row[name] for name in _COMPLETION_FIELDS} for row in rows],
+            option=orjson.OPT_NON_STR_KEYS,
+        ).decode()
+    except TypeError:
+        return None
+    return None if "\\u0000" in batch else batch
 
 
 def _sqlite_ends(
@@ -522,14 +759,52 @@ async def _postgres_ends(connection: AsyncConnection, ends: Sequence[Mapping[str
                 values["run_id"],
             )
         )
+    await _postgres_rows(connection, _FINISH_POSTGRES_ROWS, rows)
+
+
+async def _postgres_claims(connection: AsyncConnection, claims: _Claim) -> None:
+    """`_Claim` one key at a time with per-row parameters (rows JSON cannot carry)."""
+    keys = _layout_of(IdempotencyKey)
+    json_columns = {index for index, _ in keys.json}
+    placeholders = ", ".join(
+        "%s::json" if index in json_columns else "%s" for index in range(len(keys.columns))
+    )
+    quoted = ", ".join(f'"{name}"' for name in keys.columns)
+    statement = (
+        f'INSERT INTO "idempotency_keys" ({quoted}) VALUES ({placeholders}) '
+        f'{_claim_sets("idempotency_keys")} RETURNING "run_id"'
+    )
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    inserted = []
+    try:
+        async with driver.cursor() as cursor:
+            for key, run in zip(
+                _encode(keys, claims.key_rows, sqlite=False), claims.run_rows, strict=True
+            ):
+                await cursor.execute(statement, key)
+                if await cursor.fetchone() is not None:
+                    inserted.append(run)
+    except psycopg.Error as exc:
+        await _raise_postgres(connection, raw, statement, exc)
+    if inserted:
+        await _postgres(connection, _layout_of(Run), inserted)
+    claims.won.update(run["id"] for run in inserted)
+
+
+async def _postgres_rows(
+    connection: AsyncConnection, statement: str, rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """`statement` once per row of parameters (`executemany`)."""
     raw = await connection.get_raw_connection()
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
     try:
         async with driver.cursor() as cursor:
-            await cursor.executemany(_FINISH_POSTGRES_ROWS, rows)
+            await cursor.executemany(statement, rows)
     except psycopg.Error as exc:
-        await _raise_postgres(connection, raw, _FINISH_POSTGRES_ROWS, exc)
+        await _raise_postgres(connection, raw, statement, exc)
 
 
 async def _postgres_commit(connection: AsyncConnection) -> None:

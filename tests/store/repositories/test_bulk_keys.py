@@ -1,0 +1,200 @@
+"""Idempotency keys in a bulk write: claimed with their runs, completed, freed, stored
+exactly as `IdempotencyRepository` stores them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.repositories import RunRepository
+from app.store.repositories.bulk import BulkWrite
+from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
+from tests.store.factories import CONTRACT_HASH, T0
+
+KEY_COLUMNS = (
+    "request_digest, state, response_status, CAST(response_body AS TEXT), "
+    "response_body IS NULL, created_at, expires_at"
+)
+# A NUL in a JSON document sends PostgreSQL's batch statement by statement
+# (per-row parameters) instead of in one pipeline.
+TEXTS = ['ünïcode, \u2028, "quoted"', "nul\u0000"]
+
+
+def run_row(run_id: str) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "kind": "sequential",
+        "owner": "worker-a",
+        "status": "running",
+        "caller": "alice",
+        "contract_hash": CONTRACT_HASH,
+        "parallel_batch_id": None,
+        "request_digest": None,
+        "instance_id": "instance-1",
+        "outcome": None,
+        "call_count": 0,
+        "created_at": T0,
+        "started_at": T0,
+        "finished_at": None,
+    }
+
+
+def key_row(key: str, run_id: str, body: Any = None, *, expired: bool = False) -> dict[str, Any]:
+    return {
+        "caller": "alice",
+        "key": key,
+        "request_digest": "d" * 64,
+        "state": IN_PROGRESS if body is None else COMPLETED,
+        "response_status": None if body is None else 202,
+        "response_body": body,
+        "run_id": run_id,
+        "created_at": T0,
+        "expires_at": T0 + timedelta(seconds=-1 if expired else 3600),
+    }
+
+
+def completion(key: str, body: Any, run_id: str | None = None) -> dict[str, Any]:
+    return {
+        "caller": "alice",
+        "key": key,
+        "state": COMPLETED,
+        "response_status": 200,
+        "response_body": body,
+        "run_id": run_id,
+    }
+
+
+async def stored_key(session: AsyncSession, key: str) -> tuple[Any, ...] | None:
+    result = await session.execute(
+        text(f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller = 'alice' AND key = :key"),
+        {"key": key},
+    )
+    row = result.first()
+    return None if row is None else tuple(row)
+
+
+async def key_run(session: AsyncSession, key: str) -> str | None:
+    row = await IdempotencyRepository(session).get("alice", key)
+    return None if row is None else row.run_id
+
+
+async def existing(session: AsyncSession, *run_ids: str) -> list[str]:
+    runs = RunRepository(session)
+    session.expunge_all()
+    return [run_id for run_id in run_ids if await runs.get(run_id) is not None]
+
+
+@pytest.fixture
+async def keys(session: AsyncSession) -> IdempotencyRepository:
+    await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {"tools": {}}, 0)
+    await session.commit()
+    return IdempotencyRepository(session)
+
+
+@pytest.mark.parametrize("value", TEXTS)
+async def test_a_claim_stores_its_key_as_the_repository_does_and_inserts_its_run(
+    session: AsyncSession, keys: IdempotencyRepository, value: str
+) -> None:
+    body = {"headers": {"location": "/runs/x"}, "body": {"text": value}}
+    orm = key_row("orm", "orm-run", body)
+    assert await keys.insert(
+        caller="alice",
+        key="orm",
+        request_digest=orm["request_digest"],
+        expires_at=orm["expires_at"],
+        run_id="orm-run",
+        now=T0,
+    )
+    await keys.complete("alice", "orm", response_status=202, response_body=body)
+    new = key_row("new", "new-run", body)
+    pending = key_row("pending", "pending-run")
+
+    write = BulkWrite()
+    won = write.claim_runs([new, pending], [run_row("new-run"), run_row("pending-run")])
+    await write.execute(session)
+    await session.commit()
+
+    assert won == {"new-run", "pending-run"}
+    assert await stored_key(session, "new") == await stored_key(session, "orm")
+    assert (await stored_key(session, "pending"))[1:5] == (IN_PROGRESS, None, None, True)  # type: ignore[index]
+    assert await existing(session, "new-run", "pending-run") == ["new-run", "pending-run"]
+
+
+@pytest.mark.parametrize("value", TEXTS)
+async def test_a_held_key_is_not_claimed_and_its_run_not_inserted(
+    session: AsyncSession, keys: IdempotencyRepository, value: str
+) -> None:
+    first = BulkWrite()
+    first.claim_runs([key_row("k", "run-a", {"text": value})], [run_row("run-a")])
+    await first.execute(session, commit=True)
+
+    second = BulkWrite()
+    won = second.claim_runs(
+        [key_row("k", "run-b", {"text": value}), key_row("old", "run-c", expired=True)],
+        [run_row("run-b"), run_row("run-c")],
+    )
+    await second.add_runs([run_row("run-d")]).execute(session, commit=True)
+
+    assert won == {"run-c"}
+    assert await key_run(session, "k") == "run-a"
+    assert await existing(session, "run-a", "run-b", "run-c", "run-d") == [
+        "run-a",
+        "run-c",
+        "run-d",
+    ]
+    # An expired key is claimed again in place.
+    third = BulkWrite()
+    won = third.claim_runs([key_row("old", "run-e")], [run_row("run-e")])
+    await third.execute(session, commit=True)
+    assert won == {"run-e"}
+    assert await key_run(session, "old") == "run-e"
+
+
+@pytest.mark.parametrize("value", TEXTS)
+async def test_completions_are_stored_as_the_repository_stores_them(
+    session: AsyncSession, keys: IdempotencyRepository, value: str
+) -> None:
+    body = {"headers": {"content-type": "application/json"}, "body": {"text": value, "n": 1.5}}
+    claims = BulkWrite()
+    claims.claim_runs(
+        [key_row("orm", "run-a"), key_row("bulk", "run-b")], [run_row("run-a"), run_row("run-b")]
+    )
+    await claims.execute(session, commit=True)
+    await keys.complete("alice", "orm", response_status=200, response_body=body)
+    await session.commit()
+
+    await BulkWrite().complete_keys([completion("bulk", body)]).execute(session, commit=True)
+
+    assert await stored_key(session, "bulk") == await stored_key(session, "orm")
+    assert await key_run(session, "bulk") == "run-b"  # a None run_id keeps the stored one
+
+
+@pytest.mark.parametrize("value", TEXTS)
+async def test_a_release_frees_a_key_only_while_its_run_holds_it(
+    session: AsyncSession, keys: IdempotencyRepository, value: str
+) -> None:
+    claims = BulkWrite()
+    claims.claim_runs(
+        [key_row("mine", "run-a", {"text": value}), key_row("theirs", "run-b")],
+        [run_row("run-a"), run_row("run-b")],
+    )
+    await claims.execute(session, commit=True)
+
+    release = [
+        {"caller": "alice", "key": "mine", "run_id": "run-a"},
+        {"caller": "alice", "key": "theirs", "run_id": "run-a"},
+    ]
+    await (
+        BulkWrite()
+        .complete_keys([completion("theirs", {"text": value})])
+        .release_keys(release)
+        .execute(session, commit=True)
+    )
+
+    assert await stored_key(session, "mine") is None
+    assert await key_run(session, "theirs") == "run-b"
