@@ -88,6 +88,11 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()  # reported by the writer's log; retrieved so asyncio stays quiet
 
 
+def _not_started(future: asyncio.Future[Any]) -> bool:
+    """Whether a run start's future (`start_run`, `claim_run`) says it was not recorded."""
+    return future.cancelled() or future.exception() is not None or future.result() is False
+
+
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -102,18 +107,44 @@ class WalKeeper(Protocol):
     async def catch_up(self) -> None: ...
 
 
-class _Group:
-    """Rows bound for one transaction, and the future they share: runs that start,
-    receipts (with their cache entries), runs that end."""
+class _Claim:
+    """A run that starts only if its idempotency key is claimed, and its own answer."""
 
-    __slots__ = ("cache_rows", "durable", "rows", "run_ends", "run_starts")
+    __slots__ = ("claimed", "key_row", "run_row")
+
+    def __init__(
+        self, key_row: dict[str, Any], run_row: dict[str, Any], claimed: asyncio.Future[bool]
+    ) -> None:
+        self.key_row = key_row
+        self.run_row = run_row
+        self.claimed = claimed
+
+
+class _Group:
+    """Rows bound for one transaction, and the future they share: keys claimed with
+    the runs they start, runs that start, receipts (with their cache entries), runs
+    that end, keys' final responses, keys freed."""
+
+    __slots__ = (
+        "cache_rows",
+        "claims",
+        "completions",
+        "durable",
+        "releases",
+        "rows",
+        "run_ends",
+        "run_starts",
+    )
 
     def __init__(self, durable: asyncio.Future[None]) -> None:
         self.durable = durable
+        self.claims: list[_Claim] = []
         self.run_starts: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
         self.cache_rows: list[dict[str, Any]] = []
         self.run_ends: list[dict[str, Any]] = []
+        self.completions: list[dict[str, Any]] = []
+        self.releases: list[dict[str, Any]] = []
 
 
 class GroupCommitWriter:
@@ -206,6 +237,34 @@ class GroupCommitWriter:
         self._wake.set()
         return group.durable
 
+    def claim_run(self, key_row: dict[str, Any], run_row: dict[str, Any]) -> asyncio.Future[bool]:
+        """Queue an idempotency key's claim (`IdempotencyKey` column names) with the
+        run it starts (as `start_run`); both are inserted, before the other rows of
+        their transaction, only if the key is new or expired. The future (the
+        claim's own) resolves once the transaction committed: True when the key
+        was claimed and the run recorded, False when the key is held (nothing of
+        either was written); it raises what the transaction raised."""
+        claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        group = self._join()
+        if group is None:
+            claimed.set_exception(RuntimeError("the receipt writer is closed"))
+            return claimed
+        group.claims.append(_Claim(key_row, run_row, claimed))
+        self._open_runs.add(run_row["id"])
+        self._wake.set()
+        return claimed
+
+    def complete_key(self, row: dict[str, Any]) -> asyncio.Future[None]:
+        """Queue a claimed key's final response (`caller`, `key`, `state`,
+        `response_status`, `response_body`, `run_id`: None keeps the stored one),
+        applied after every other row of its transaction."""
+        group = self._join()
+        if group is None:
+            return self._closed()
+        group.completions.append(row)
+        self._wake.set()
+        return group.durable
+
     def end_run(self, values: dict[str, Any]) -> asyncio.Future[None]:
         """Queue a run's end (`run_id`, `status`, `outcome`, `call_count`, `finished_at`),
         applied after the receipts of its transaction; its receipts were submitted
@@ -218,13 +277,18 @@ class GroupCommitWriter:
         return group.durable
 
     def end_run_with(
-        self, pending: Sequence[asyncio.Future[None]], values: dict[str, Any]
+        self,
+        pending: Sequence[asyncio.Future[None]],
+        values: dict[str, Any],
+        answer: dict[str, Any] | None = None,
     ) -> asyncio.Future[None] | None:
         """Queue a run's end (`end_run`) in the transaction its receipts wait on: the
         one still open, when every future of `pending` not yet done is its future
         (the end commits with them, or fails with them). None when that cannot be
         promised (a receipt waits on an earlier transaction, or failed; the writer
-        is closing): queue the end once they are durable instead."""
+        is closing): queue the end once they are durable instead. `answer`: the
+        run's idempotency key's final response (`complete_key`), in the same
+        transaction as the end (not queued when None is returned)."""
         if self._closing:
             return None
         group = self._open
@@ -235,8 +299,11 @@ class GroupCommitWriter:
             elif group is None or future is not group.durable:
                 return None
         if group is None:  # every receipt already committed
-            return self.end_run(values)
+            group = self._join()
+            assert group is not None  # not closing
         group.run_ends.append(values)
+        if answer is not None:
+            group.completions.append(answer)
         self._wake.set()
         return group.durable
 
@@ -252,18 +319,36 @@ class GroupCommitWriter:
             self._outage = asyncio.get_running_loop().create_future()
         return self._outage
 
-    def end_once_started(self, started: asyncio.Future[None], values: dict[str, Any]) -> None:
-        """Queue the run's end (`end_run`) once its start commits; nothing if it never does.
+    def end_once_started(self, started: asyncio.Future[Any], values: dict[str, Any]) -> None:
+        """Queue the run's end (`end_run`) once its start commits (`start_run`, or
+        `claim_run` answering True); nothing if it never does.
 
         For a start whose request was already answered (the database went away while
         it waited): a start committed later must not leave the run `running`."""
 
-        def started_done(future: asyncio.Future[None]) -> None:
-            if future.cancelled() or future.exception() is not None:
+        def started_done(future: asyncio.Future[Any]) -> None:
+            if _not_started(future):
                 return
             self.end_run(values).add_done_callback(_retrieve)
 
         started.add_done_callback(started_done)
+
+    def release_once_claimed(
+        self, claimed: asyncio.Future[bool], caller: str, key: str, run_id: str
+    ) -> None:
+        """Free the key once `claim_run` claimed it (`claimed` answers True); for a
+        claim whose request was already answered with a server error, which keeps
+        no key, so that a retry can proceed."""
+
+        def claimed_done(future: asyncio.Future[bool]) -> None:
+            if _not_started(future):
+                return
+            group = self._join()
+            if group is not None:
+                group.releases.append({"caller": caller, "key": key, "run_id": run_id})
+                self._wake.set()
+
+        claimed.add_done_callback(claimed_done)
 
     def _join(self) -> _Group | None:
         """The group new rows join (None once closing)."""
@@ -425,6 +510,11 @@ class GroupCommitWriter:
         cache_rows = [] if group is None else group.cache_rows
         run_starts = [] if group is None else group.run_starts
         run_ends = [] if group is None else group.run_ends
+        claims, repeated = _distinct_keys([] if group is None else group.claims)
+        key_rows = [claim.key_row for claim in claims]
+        claimed_runs = [claim.run_row for claim in claims]
+        completions = [] if group is None else group.completions
+        releases = [] if group is None else group.releases
         for end in run_ends:
             self._open_runs.discard(end["run_id"])
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
@@ -440,6 +530,7 @@ class GroupCommitWriter:
             row.setdefault("created_at", created_at)
         inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
         attempts = 0
+        won: set[str] = set()
 
         async def write() -> None:
             try:
@@ -450,31 +541,44 @@ class GroupCommitWriter:
                 raise
 
         async def write_once() -> None:
-            nonlocal attempts
+            nonlocal attempts, won
             attempts += 1
             # Not `sessions.begin()`: the driver commits with the batch's statements
             # (one round trip fewer); closing the session rolls back nothing.
             async with self._sessions() as session:
                 receipts, runs = ReceiptRepository(session), RunRepository(session)
-                if attempts > 1 and await self._committed(receipts, runs, rows, run_starts):
-                    return  # the last attempt committed; only its answer was lost
+                if attempts > 1:
+                    stored = await _stored_runs(runs, claimed_runs)
+                    if stored or await self._committed(receipts, runs, rows, run_starts):
+                        won = stored
+                        return  # the last attempt committed; only its answer was lost
+                first = BulkWrite()
+                won = first.claim_runs(key_rows, claimed_runs)
                 if replaced or cache_rows:
-                    await BulkWrite().add_runs(run_starts).add_receipts(inserts).execute(session)
+                    await first.add_runs(run_starts).add_receipts(inserts).execute(session)
                     for row in replaced:
                         if not await receipts.replace(row):
                             await receipts.add_many([row])
                     if cache_rows:
                         await CacheRepository(session).put_many(cache_rows)
-                    await BulkWrite().finish_runs(run_ends).add_audit(audit).execute(session)
+                    await (
+                        BulkWrite()
+                        .finish_runs(run_ends)
+                        .add_audit(audit)
+                        .complete_keys(completions)
+                        .release_keys(releases)
+                        .execute(session)
+                    )
                     await session.commit()
                     return
                 # Every row of the batch, and the commit, in one driver round trip.
                 await (
-                    BulkWrite()
-                    .add_runs(run_starts)
+                    first.add_runs(run_starts)
                     .add_receipts(inserts)
                     .finish_runs(run_ends)
                     .add_audit(audit)
+                    .complete_keys(completions)
+                    .release_keys(releases)
                     .execute(session, commit=True)
                 )
 
@@ -484,9 +588,12 @@ class GroupCommitWriter:
         except Exception as exc:  # resolved into every waiting plan, which reports it
             record_receipt_commit(len(rows), perf_counter() - started, ok=False)
             logger.error("group commit of %d receipts failed: %s", len(rows), exc)
-            for row in run_starts:  # never started: nothing will end them
+            for row in [*run_starts, *claimed_runs]:  # never started: nothing will end them
                 self._open_runs.discard(row["id"])
                 self._unstarted[row["id"]] = None
+            for claim in [*claims, *repeated]:
+                if not claim.claimed.done():
+                    claim.claimed.set_exception(exc)
             while len(self._unstarted) > MAX_UNSTARTED_RUNS:
                 del self._unstarted[next(iter(self._unstarted))]
             if group is not None and not group.durable.done():
@@ -499,6 +606,12 @@ class GroupCommitWriter:
             if self.in_outage:
                 self._outage = None
         record_receipt_commit(len(rows), perf_counter() - started, ok=True)
+        for claim in [*claims, *repeated]:
+            run_id = claim.run_row["id"]
+            if run_id not in won:
+                self._open_runs.discard(run_id)
+            if not claim.claimed.done():
+                claim.claimed.set_result(run_id in won)
         for listener in self._listeners if rows else ():
             try:
                 listener(rows)
@@ -520,3 +633,22 @@ class GroupCommitWriter:
         if run_starts:
             return await runs.get(run_starts[0]["id"]) is not None
         return False
+
+
+def _distinct_keys(claims: list[_Claim]) -> tuple[list[_Claim], list[_Claim]]:
+    """(the first claim of each key, the later ones): one transaction claims a key
+    once, and a later claim of it in the same transaction would find it held."""
+    first: dict[tuple[str, str], _Claim] = {}
+    repeated = []
+    for claim in claims:
+        key = (claim.key_row["caller"], claim.key_row["key"])
+        if key in first:
+            repeated.append(claim)
+        else:
+            first[key] = claim
+    return list(first.values()), repeated
+
+
+async def _stored_runs(runs: RunRepository, rows: Sequence[dict[str, Any]]) -> set[str]:
+    """The ids of `rows` (run starts) already stored."""
+    return {row["id"] for row in rows if await runs.get(row["id"]) is not None}
