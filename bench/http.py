@@ -3,7 +3,8 @@
 Both servers are uvicorn subprocesses with one worker on 127.0.0.1, driven in
 turn by the same `wrk` run (32 connections, bounded in time). Ours answers a
 one-call and a ten-call sequential plan with durable receipts (SQLite, and
-PostgreSQL when available); the floor parses the same body and answers JSON.
+PostgreSQL when available), and, for reference, the one-call plan under a new
+`Idempotency-Key` per request; the floor parses the same body and answers JSON.
 """
 
 from __future__ import annotations
@@ -109,12 +110,26 @@ def _wrk(url: str, script: Path, duration_s: int) -> dict[str, float]:
     return {"rps": rate, **latency}
 
 
-def _script(directory: Path, name: str, body: str) -> Path:
+# Each request under a key of its own (the run's process id and a counter): what
+# an orchestrator that retries safely sends.
+_NEW_KEY_PER_REQUEST = """
+counter = 0
+prefix = tostring(os.time()) .. '-' .. tostring(math.random(1, 1000000000))
+request = function()
+  counter = counter + 1
+  wrk.headers['Idempotency-Key'] = prefix .. '-' .. counter
+  return wrk.format(nil)
+end
+"""
+
+
+def _script(directory: Path, name: str, body: str, *, new_keys: bool = False) -> Path:
     path = directory / f"{name}.lua"
     escaped = body.replace("\\", "\\\\").replace("'", "\\'")
     path.write_text(
         f"wrk.method = 'POST'\nwrk.body = '{escaped}'\n"
         "wrk.headers['Content-Type'] = 'application/json'\n"
+        + (_NEW_KEY_PER_REQUEST if new_keys else "")
     )
     return path
 
@@ -141,6 +156,7 @@ async def measure() -> Section:
         scripts = {
             "one": _script(directory, "one", _body(1)),
             "ten": _script(directory, "ten", _body(10)),
+            "keyed": _script(directory, "keyed", _body(1), new_keys=True),
         }
         databases_to_use = [("SQLite", f"sqlite+aiosqlite:///{directory / 'http.db'}")]
         unavailable = await databases.postgres_available()
@@ -179,6 +195,7 @@ async def _compare(
         "floor": ("floor", "one"),
         "one-call plan": ("ours", "one"),
         "ten-call plan": ("ours", "ten"),
+        "one-call plan, Idempotency-Key": ("ours", "keyed"),
     }
     samples: dict[str, dict[str, Sample]] = {
         subject: {"rps": Sample("req/s"), "p50": Sample("ms"), "p99": Sample("ms")}
@@ -189,10 +206,15 @@ async def _compare(
         _server(our_command, our_port, directory / f"ours-{name}.log") as our_base,
     ):
         bases = {"floor": floor_base, "ours": our_base}
-        for server, script in (("floor", "one"), ("ours", "one"), ("ours", "ten")):
+        for server, script in (
+            ("floor", "one"),
+            ("ours", "one"),
+            ("ours", "ten"),
+            ("ours", "keyed"),
+        ):
             await asyncio.to_thread(_wrk, f"{bases[server]}/plans/sequential", scripts[script], 2)
         for index in range(ROUNDS):
-            order = list(plans)[index % 3 :] + list(plans)[: index % 3]
+            order = list(plans)[index % len(plans) :] + list(plans)[: index % len(plans)]
             results = await _round(bases, scripts, {subject: plans[subject] for subject in order})
             for subject, figures in results.items():
                 for key, sample in samples[subject].items():
@@ -214,3 +236,17 @@ async def _compare(
             section.checks.append(
                 Check(f"4 {subject} p99 vs floor, {name}", str(tail), "≤ 2x", tail.median <= 2.0)
             )
+    keyed = "one-call plan, Idempotency-Key"
+    throughput = ratios(samples[keyed]["rps"], floor["rps"])
+    section.samples[f"{name}: {keyed} / floor req/s"] = throughput
+    section.samples[f"{name}: {keyed} / floor p99"] = ratios(samples[keyed]["p99"], floor["p99"])
+    section.checks.append(
+        Check(
+            f"4 {keyed} req/s vs floor, {name}",
+            str(throughput),
+            "≥ 0.5x",
+            None,
+            "reference only: the target's plan carries no key; each request here claims "
+            "a new one, as a client that retries safely sends",
+        )
+    )

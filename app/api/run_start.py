@@ -6,8 +6,10 @@ waits for the run (a client that goes away does not stop it). With an
 `Idempotency-Key`, the request digest is sha256 over the method, path, response
 mode and canonical JSON body: the first request claims the key with its run,
 a retry gets the stored response, 409 while the first is still running, 422
-when the body differs. A route parses its body, then calls `start_run` with a
-function that preflights and records the run under the claim.
+when the body differs. The claim is tried first (with the run's start, after
+preflight); only a request that finds the key held reads it. A route parses
+its body, then calls `start_run` with a function that preflights and records
+the run under the claim.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from starlette.responses import Response
 from app.api.auth import Principal
 from app.api.idempotency import (
     idempotency_key,
-    lookup,
     lookup_winner,
     render_exception,
     to_stored,
@@ -108,11 +109,14 @@ async def start_run(
     mode = RESPOND_ASYNC if respond_async else "wait"
     digest = request_digest(request.method, request.url.path, mode, body)
     claim = runtime.idempotency.claim(
-        principal.name, key, digest, accepted if respond_async else None
+        principal.name,
+        key,
+        digest,
+        accepted if respond_async else None,
+        None if respond_async else _answered,
     )
-    replayed = await lookup(runtime, claim)
-    if replayed is not None:
-        return replayed
+    # The claim comes first and the stored key is read only when it fails: a new
+    # key (nearly every request) then costs no read before its run starts.
     try:
         run = await open_run(claim, not respond_async)
     except IdempotencyKeyTaken:
@@ -150,8 +154,10 @@ def _recorder(request: Request, runtime: Runtime, claim: IdempotencyClaim) -> Ru
         return None
 
     async def record(result: RunResult | None, error: BaseException | None) -> None:
+        if result is not None and result.key_answered:
+            return  # stored with the run's end
         if result is not None:
-            response: Response = FastJSONResponse(result.redacted())
+            response: Response = _answered_response(result.redacted())
         elif isinstance(error, Exception):
             response = await render_exception(request, error)
         else:
@@ -159,3 +165,13 @@ def _recorder(request: Request, runtime: Runtime, claim: IdempotencyClaim) -> Ru
         await runtime.idempotency.complete(claim, to_stored(response))
 
     return record
+
+
+def _answered_response(body: Any) -> Response:
+    """A waited-for run's answer, as it is sent and stored."""
+    return FastJSONResponse(body)
+
+
+def _answered(body: Any) -> StoredResponse:
+    """The stored copy of a waited-for run's answer (`body`: its redacted result)."""
+    return to_stored(_answered_response(body))

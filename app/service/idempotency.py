@@ -29,8 +29,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.contract.canonical import canonical_json, sha256_digest
 from app.engine.redaction import Redactor
 from app.service.errors import ServiceError, StorageUnavailable
+from app.service.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
-from app.store.repositories.idempotency import COMPLETED, IdempotencyRepository
+from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
 
 logger = logging.getLogger("toolloop.idempotency")
 
@@ -91,11 +92,52 @@ class IdempotencyClaim:
     request_digest: str
     expires_at: datetime
     accepted: Callable[[str], StoredResponse] | None = field(default=None, compare=False)
+    # The response to store for a run's stored (redacted) result, when a run that
+    # ends by itself stores it with its end (`app.service.plan_runs`).
+    answered: Callable[[Any], StoredResponse] | None = field(default=None, compare=False)
 
 
 def request_digest(method: str, path: str, mode: str, body: Any) -> str:
     """Same method, path, response mode and JSON body (in any key order): same digest."""
     return sha256_digest(canonical_json([method.upper(), path, mode, body]))
+
+
+def claim_row(claim: IdempotencyClaim, run_id: str) -> dict[str, Any]:
+    """The key's row as `claim_key` stores it, claimed now for `run_id`: in progress,
+    or completed already with the response known as soon as the run is recorded."""
+    now = datetime.now(UTC)
+    row: dict[str, Any] = {
+        "caller": claim.caller,
+        "key": claim.key,
+        "request_digest": claim.request_digest,
+        "state": IN_PROGRESS,
+        "response_status": None,
+        "response_body": None,
+        "run_id": run_id,
+        "created_at": now,
+        "expires_at": claim.expires_at,
+    }
+    if claim.accepted is not None:
+        row.update(completion_row(claim, claim.accepted(run_id), run_id))
+    return row
+
+
+def completion_row(
+    claim: IdempotencyClaim, response: StoredResponse, run_id: str | None = None
+) -> dict[str, Any]:
+    """The key's final response as stored (redacted: invariant 8), for
+    `GroupCommitWriter.complete_key`; a None `run_id` keeps the stored one."""
+    redacted = StoredResponse(
+        response.status, response.headers, Redactor.default().redact(response.body)
+    )
+    return {
+        "caller": claim.caller,
+        "key": claim.key,
+        "state": COMPLETED,
+        "response_status": redacted.status,
+        "response_body": redacted.to_document(),
+        "run_id": run_id,
+    }
 
 
 async def claim_key(session: AsyncSession, claim: IdempotencyClaim, run_id: str) -> None:
@@ -120,22 +162,23 @@ async def _complete(
     response: StoredResponse,
     run_id: str | None = None,
 ) -> None:
-    redacted = StoredResponse(
-        response.status, response.headers, Redactor.default().redact(response.body)
-    )
+    row = completion_row(claim, response, run_id)
     await keys.complete(
         claim.caller,
         claim.key,
-        response_status=redacted.status,
-        response_body=redacted.to_document(),
+        response_status=row["response_status"],
+        response_body=row["response_body"],
         run_id=run_id,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyService:
+    """`writer`: given, a claimed key's final response is stored in a group commit."""
+
     sessions: async_sessionmaker[AsyncSession]
     ttl_s: float
+    writer: GroupCommitWriter | None = None
 
     def claim(
         self,
@@ -143,6 +186,7 @@ class IdempotencyService:
         key: str,
         digest: str,
         accepted: Callable[[str], StoredResponse] | None = None,
+        answered: Callable[[Any], StoredResponse] | None = None,
     ) -> IdempotencyClaim:
         return IdempotencyClaim(
             caller=OPEN_MODE_CALLER if caller is None else caller,
@@ -150,6 +194,7 @@ class IdempotencyService:
             request_digest=digest,
             expires_at=datetime.now(UTC) + timedelta(seconds=self.ttl_s),
             accepted=accepted,
+            answered=answered,
         )
 
     async def lookup(self, claim: IdempotencyClaim) -> StoredResponse | None:
@@ -189,6 +234,14 @@ class IdempotencyService:
 
     async def complete(self, claim: IdempotencyClaim, response: StoredResponse) -> None:
         """Store the final response of a claimed key."""
+        if self.writer is not None:
+            durable = self.writer.complete_key(completion_row(claim, response))
+            try:
+                # Shielded: the future is shared by the whole transaction.
+                await asyncio.shield(durable)
+            except (SQLAlchemyError, RuntimeError) as exc:
+                raise StorageUnavailable(f"the idempotency key could not be stored: {exc}") from exc
+            return
         try:
             async with self.sessions.begin() as session:
                 await _complete(IdempotencyRepository(session), claim, response)

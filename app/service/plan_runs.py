@@ -8,10 +8,10 @@ receipts, the redacted copies, in the same shape, with the run's status.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import accumulate
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -25,6 +25,7 @@ from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
+from app.service.idempotency import IdempotencyClaim, completion_row
 from app.service.run_records import (
     record_run_end,
     run_end,
@@ -38,11 +39,12 @@ from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")
+Outcome = TypeVar("Outcome", SequentialOutcome, ParallelOutcome)
 
 Args = Sequence[Mapping[str, Any]]
 
 
-class _PlanRun:
+class _PlanRun(Generic[Outcome]):
     kind = ""
 
     def __init__(
@@ -53,10 +55,14 @@ class _PlanRun:
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
         started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
     ) -> None:
         self._engine = engine
         # The run's start while it is queued, not yet committed (`PlanService`).
         self._started = started
+        # The idempotency key the run was started under, answered with its end.
+        self._claim = claim
+        self._key_answered = False
         self._sessions = sessions
         self._writer = writer
         self._identity = identity
@@ -69,12 +75,38 @@ class _PlanRun:
         return self._identity.run_id
 
     def _queue_end(
-        self, status: str, call_count: int, pending: Sequence[asyncio.Future[None]]
+        self,
+        status: str,
+        call_count: int,
+        pending: Sequence[asyncio.Future[None]],
+        redacted: Callable[[], dict[str, Any]],
     ) -> None:
         """Once every call settled: the end joins the receipts' transaction when the
-        writer can promise it (one commit fewer to wait for), else `_end` queues it."""
+        writer can promise it (one commit fewer to wait for), else `_end` queues it.
+        With it goes the run's idempotency key's final response (the stored copy,
+        `redacted`), so that the two commit together."""
         end = run_end(self.run_id, status=status, call_count=call_count)
-        self._queued_end = self._writer.end_run_with(pending, end)
+        claim = self._claim
+        answer = None
+        if claim is not None and claim.answered is not None:
+            answer = completion_row(claim, claim.answered(redacted()))
+        self._queued_end = self._writer.end_run_with(pending, end, answer)
+        self._key_answered = answer is not None and self._queued_end is not None
+
+    async def _finished(self, outcome: Outcome, call_count: int) -> RunResult:
+        """Record the natural end; the run's result."""
+        await self._finish(outcome.status, call_count)
+        return RunResult(
+            self.run_id,
+            outcome.status,
+            outcome.to_response(),
+            lambda: self._redacted(outcome),
+            key_answered=self._key_answered,
+        )
+
+    def _redacted(self, outcome: Outcome) -> dict[str, Any]:
+        """The stored (redacted) copy of the run's result."""
+        raise NotImplementedError
 
     async def _finish(self, status: str, call_count: int) -> None:
         """Record the natural end (queued with the receipts, when it could be)."""
@@ -105,7 +137,7 @@ class _PlanRun:
         }
 
 
-class SequentialRun(_PlanRun):
+class SequentialRun(_PlanRun[SequentialOutcome]):
     kind = "sequential"
 
     def __init__(
@@ -120,8 +152,11 @@ class SequentialRun(_PlanRun):
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
         started: asyncio.Future[None] | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer, started)
+        super().__init__(
+            engine, sessions, identity, max_stored_output_bytes, writer, started, claim
+        )
         self._plan = plan
         self._admitted = admitted
         self._resume = resume
@@ -135,7 +170,10 @@ class SequentialRun(_PlanRun):
                 self._admitted,
                 resume=self._resume,
                 when_settled=lambda outcome, pending: self._queue_end(
-                    outcome.status, len(outcome.receipts), pending
+                    outcome.status,
+                    len(outcome.receipts),
+                    pending,
+                    lambda: self._redacted(outcome),
                 ),
                 started=self._started,
             )
@@ -144,20 +182,18 @@ class SequentialRun(_PlanRun):
     async def finish(self) -> RunResult:
         outcome = self._outcome
         assert outcome is not None
-        await self._finish(outcome.status, len(outcome.receipts))
+        return await self._finished(outcome, len(outcome.receipts))
 
-        def redacted() -> dict[str, Any]:
-            return {
-                **self._head(outcome.status),
-                "receipts": [
-                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.receipts
-                ],
-                "dispatched": [
-                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
-                ],
-            }
-
-        return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
+    def _redacted(self, outcome: SequentialOutcome) -> dict[str, Any]:
+        return {
+            **self._head(outcome.status),
+            "receipts": [
+                _redacted(receipt, self._max_output_bytes) for receipt in outcome.receipts
+            ],
+            "dispatched": [
+                _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
+            ],
+        }
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()
@@ -172,7 +208,7 @@ class SequentialRun(_PlanRun):
         return RunResult(self.run_id, status, response, lambda: response)
 
 
-class ParallelRun(_PlanRun):
+class ParallelRun(_PlanRun[ParallelOutcome]):
     kind = "parallel"
 
     def __init__(
@@ -188,8 +224,11 @@ class ParallelRun(_PlanRun):
         max_stored_output_bytes: int,
         writer: GroupCommitWriter,
         started: asyncio.Future[None] | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> None:
-        super().__init__(engine, sessions, identity, max_stored_output_bytes, writer, started)
+        super().__init__(
+            engine, sessions, identity, max_stored_output_bytes, writer, started, claim
+        )
         self._plan = plan
         self._admitted = admitted
         self._batch_id = parallel_batch_id
@@ -205,7 +244,10 @@ class ParallelRun(_PlanRun):
                 parallel_batch_id=self._batch_id,
                 resume=self._resume,
                 when_settled=lambda outcome, pending: self._queue_end(
-                    outcome.status, sum(len(lane.receipts) for lane in outcome.lanes), pending
+                    outcome.status,
+                    sum(len(lane.receipts) for lane in outcome.lanes),
+                    pending,
+                    lambda: self._redacted(outcome),
                 ),
                 started=self._started,
             )
@@ -214,28 +256,26 @@ class ParallelRun(_PlanRun):
     async def finish(self) -> RunResult:
         outcome = self._outcome
         assert outcome is not None
-        await self._finish(outcome.status, sum(len(lane.receipts) for lane in outcome.lanes))
+        return await self._finished(outcome, sum(len(lane.receipts) for lane in outcome.lanes))
 
-        def redacted() -> dict[str, Any]:
-            return {
-                **self._head(outcome.status),
-                "parallel_batch_id": self._batch_id,
-                "lanes": [
-                    {
-                        "item_key": lane.item_key,
-                        "status": lane.status,
-                        "receipts": [
-                            _redacted(receipt, self._max_output_bytes) for receipt in lane.receipts
-                        ],
-                    }
-                    for lane in outcome.lanes
-                ],
-                "dispatched": [
-                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
-                ],
-            }
-
-        return RunResult(self.run_id, outcome.status, outcome.to_response(), redacted)
+    def _redacted(self, outcome: ParallelOutcome) -> dict[str, Any]:
+        return {
+            **self._head(outcome.status),
+            "parallel_batch_id": self._batch_id,
+            "lanes": [
+                {
+                    "item_key": lane.item_key,
+                    "status": lane.status,
+                    "receipts": [
+                        _redacted(receipt, self._max_output_bytes) for receipt in lane.receipts
+                    ],
+                }
+                for lane in outcome.lanes
+            ],
+            "dispatched": [
+                _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
+            ],
+        }
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()

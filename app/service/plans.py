@@ -92,6 +92,7 @@ class PlanService:
             max_stored_output_bytes=self.max_stored_output_bytes,
             writer=self.writer,
             started=started,
+            claim=claim,
         )
 
     async def open_parallel(
@@ -129,6 +130,7 @@ class PlanService:
             max_stored_output_bytes=self.max_stored_output_bytes,
             writer=self.writer,
             started=started,
+            claim=claim,
         )
 
     def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:

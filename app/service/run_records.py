@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import StorageUnavailable
-from app.service.idempotency import IdempotencyClaim, claim_key
+from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
 from app.service.outage import retry_transient
 from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
@@ -36,7 +36,7 @@ async def record_run_start(
     """Commit the `running` row, and claim the idempotency key in the same transaction.
 
     `request_digest` identifies the request for a later resume (the body is never stored).
-    Given a `writer`, a start without a claim shares a group commit with other rows.
+    Given a `writer`, the start (and its claim) shares a group commit with other rows.
 
     Committed before the first call runs, so a crash leaves a trace; returns None.
     Raises IdempotencyKeyTaken (nothing recorded) when a duplicate claimed the key
@@ -57,6 +57,9 @@ async def record_run_start(
         if not committed_first:
             return queue_run_start(writer, row)
         await _started(writer, row)
+        return None
+    if writer is not None and claim is not None:
+        await _claimed(writer, claim, row)
         return None
     try:
         async with sessions.begin() as session:
@@ -184,28 +187,53 @@ async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
     if not durable.done():
         await _first_done(durable, writer.outage())
     if not durable.done():
-        writer.end_once_started(
-            durable,
-            {
-                "run_id": row["id"],
-                "status": "failed",
-                "outcome": {"error": NOT_RUN},
-                "call_count": 0,
-                "finished_at": datetime.now(UTC),
-            },
-        )
+        writer.end_once_started(durable, _not_run(row["id"]))
         raise StorageUnavailable(f"{failure}: the database is unavailable")
     await _committed(durable, failure)
 
 
-async def _first_done(*futures: asyncio.Future[None]) -> None:
+async def _claimed(writer: GroupCommitWriter, claim: IdempotencyClaim, row: dict[str, Any]) -> None:
+    """`_started` for a start under an idempotency key: the key's claim and the run
+    commit together, or neither when the key is held (IdempotencyKeyTaken). A start
+    committed after a 503 is ended `failed` and its key freed, as the 503 promised
+    (a server error keeps no key)."""
+    failure = "the run could not be recorded"
+    if writer.in_outage:
+        raise StorageUnavailable(f"{failure}: the database is unavailable")
+    claimed = writer.claim_run(claim_row(claim, row["id"]), row)
+    if not claimed.done():
+        await _first_done(claimed, writer.outage())
+    if not claimed.done():
+        writer.end_once_started(claimed, _not_run(row["id"]))
+        writer.release_once_claimed(claimed, claim.caller, claim.key, row["id"])
+        raise StorageUnavailable(f"{failure}: the database is unavailable")
+    try:
+        won = claimed.result()
+    except (SQLAlchemyError, RuntimeError) as exc:
+        raise StorageUnavailable(f"{failure}: {exc}") from exc
+    if not won:
+        raise IdempotencyKeyTaken(claim.key)
+
+
+def _not_run(run_id: str) -> dict[str, Any]:
+    """The end of a run whose start committed after its request was answered 503."""
+    return {
+        "run_id": run_id,
+        "status": "failed",
+        "outcome": {"error": NOT_RUN},
+        "call_count": 0,
+        "finished_at": datetime.now(UTC),
+    }
+
+
+async def _first_done(*futures: asyncio.Future[Any]) -> None:
     """Wait until one of `futures` is done, cancelling none of them (they are shared).
 
     What `asyncio.wait(..., return_when=FIRST_COMPLETED)` does, without its set,
     its argument checks and its task wrapping: this runs once per run start."""
     waiter = asyncio.get_running_loop().create_future()
 
-    def wake(_: asyncio.Future[None]) -> None:
+    def wake(_: asyncio.Future[Any]) -> None:
         if not waiter.done():
             waiter.set_result(None)
 

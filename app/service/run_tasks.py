@@ -44,6 +44,9 @@ class RunResult:
     response: dict[str, Any]
     # The copy that may be stored (stored receipts' redaction), built on demand.
     redacted: Callable[[], dict[str, Any]]
+    # Whether the run's idempotency key was answered (its final response stored)
+    # with the run's end.
+    key_answered: bool = False
 
 
 class SupervisedRun(Protocol):

@@ -173,7 +173,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         llm_http=llm_http,
         events=events,
         runs=RunSupervisor(sessions, events),
-        idempotency=IdempotencyService(sessions, settings.idempotency_ttl_s),
+        idempotency=IdempotencyService(sessions, settings.idempotency_ttl_s, writer),
         checkpointer=checkpointer,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))

@@ -12,6 +12,7 @@ from app.api.app import create_app
 from app.api.auth import create_key
 from app.service import plans as plan_service
 from app.service.errors import StorageUnavailable
+from app.service.idempotency import IdempotencyClaim, IdempotencyService
 from app.settings import Settings
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
@@ -305,3 +306,44 @@ class TestKeysAreScopedToTheCaller:
         assert again.headers["idempotent-replayed"] == "true"
         assert again.json()["plan_id"] == first.json()["plan_id"]
         assert await run_count(app) == 2
+
+
+@pytest.mark.parametrize("kind", ["sequential", "parallel"])
+async def test_a_waited_for_answer_is_stored_with_the_run_s_end(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # Stored in the transaction of the run's end: not by a write after it.
+    async def not_after_the_end(*_args: object) -> None:
+        raise AssertionError("the answer was stored after the run's end")
+
+    monkeypatch.setattr(IdempotencyService, "complete", not_after_the_end)
+    plan = sequential(echo("1", "one")) if kind == "sequential" else parallel({"a": [echo("1")]})
+    first = await client.post(f"/plans/{kind}", json=plan, headers=key("k"))
+    again = await client.post(f"/plans/{kind}", json=plan, headers=key("k"))
+
+    assert first.status_code == again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json()
+    assert await run_count(app) == 1
+
+
+async def test_a_new_key_is_claimed_without_reading_it_first(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[str] = []
+    lookup = IdempotencyService.lookup
+
+    async def counted(self: IdempotencyService, claim: IdempotencyClaim) -> object:
+        reads.append(claim.key)
+        return await lookup(self, claim)
+
+    monkeypatch.setattr(IdempotencyService, "lookup", counted)
+    plan = sequential(echo("1", "one"))
+    first = await client.post("/plans/sequential", json=plan, headers=key("k"))
+    assert first.status_code == 200
+    assert reads == []
+    # A retry finds the key held by the first request's run: it reads the stored answer.
+    again = await client.post("/plans/sequential", json=plan, headers=key("k"))
+    assert again.headers["idempotent-replayed"] == "true"
+    assert reads == ["k"]
+    assert run_tools.echoed == ["one"]

@@ -170,21 +170,26 @@ async def test_any_other_plan_commits_its_start_before_its_first_call(
 async def test_a_plan_with_an_idempotency_key_commits_its_start_first(
     app: FastAPI, client: httpx.AsyncClient, held: HeldWriter
 ) -> None:
-    # The claim and the start share a transaction of their own, not the writer's.
+    # The claim and the start share a group commit, which no call runs before.
     body = {"owner": "tester", "calls": [read_call("a")]}
 
     answer = asyncio.create_task(
         client.post("/plans/sequential", json=body, headers={"Idempotency-Key": "k-1"})
     )
-    await until(lambda: plan_tools.calls["read"] == 1)
+    await until(lambda: held.waiting == 1)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert plan_tools.calls["read"] == 0
     async with app.state.runtime.sessions() as session:
-        runs = (await RunRepository(session).list_page(limit=10)).items
-    assert [run.status for run in runs] == ["running"]  # committed before the call
+        assert (await RunRepository(session).list_page(limit=10)).items == []
 
     held.release()
     response = await answer
     assert response.status_code == 200
-    assert [run.id for run in runs] == [response.json()["plan_id"]]
+    assert plan_tools.calls["read"] == 1
+    run, receipts = await stored(app, response.json()["plan_id"])
+    assert run.status == "succeeded"
+    assert [receipt.call_key for receipt in receipts] == ["a"]
 
 
 async def test_a_plan_of_read_tools_is_refused_before_any_call_while_the_database_is_away(
@@ -254,8 +259,8 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
     end_run_with = writer.end_run_with
     joined: list[bool] = []
 
-    def spied(pending: Any, values: Any) -> Any:
-        future = end_run_with(pending, values)
+    def spied(pending: Any, values: Any, answer: Any = None) -> Any:
+        future = end_run_with(pending, values, answer)
         joined.append(future is not None)
         return future
 

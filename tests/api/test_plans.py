@@ -450,9 +450,12 @@ async def test_a_plan_s_end_commits_in_the_transaction_of_its_receipts(
     joined: list[tuple[tuple[asyncio.Future[None], ...], asyncio.Future[None] | None]] = []
 
     def spy(
-        self: GroupCommitWriter, pending: Sequence[asyncio.Future[None]], values: dict[str, Any]
+        self: GroupCommitWriter,
+        pending: Sequence[asyncio.Future[None]],
+        values: dict[str, Any],
+        answer: dict[str, Any] | None = None,
     ) -> asyncio.Future[None] | None:
-        future = end_run_with(self, pending, values)
+        future = end_run_with(self, pending, values, answer)
         joined.append((tuple(pending), future))
         return future
 

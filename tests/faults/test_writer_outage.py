@@ -17,12 +17,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.service import writer as writer_module
 from app.service.errors import StorageUnavailable
+from app.service.idempotency import (
+    OPEN_MODE_CALLER,
+    IdempotencyClaim,
+    IdempotencyService,
+    claim_row,
+)
 from app.service.outage import is_transient, retry_transient
-from app.service.run_records import NOT_RUN, record_run_start
+from app.service.run_records import NOT_RUN, record_run_start, run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory, create_writer_engine
 from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
+from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.writer_support import HASH, engine_with_a_run, running_writer, succeeded_receipt
@@ -91,6 +98,20 @@ class FlakySessions:
             yield session
         if first and self._when == "after":
             raise _lost_connection()
+
+
+@asynccontextmanager
+async def flaky_writer(
+    engine: AsyncEngine, when: Literal["before", "after"]
+) -> AsyncIterator[tuple[FlakySessions, GroupCommitWriter]]:
+    """A started writer whose first transaction fails (`FlakySessions`), closed on the way out."""
+    flaky = FlakySessions(create_session_factory(engine), when)
+    writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]
+    writer.start()
+    try:
+        yield flaky, writer
+    finally:
+        await writer.aclose()
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -311,3 +332,55 @@ async def test_once_the_writer_gives_up_a_batch_the_next_start_tries_the_databas
         stored = await runs.get("run-3")
     assert stored is not None
     assert stored.status == "running"
+
+
+RUN_ROW: dict[str, Any] = {**RUN_START, "parallel_batch_id": None, "request_digest": None}
+
+
+def _claim(key: str) -> IdempotencyClaim:
+    return IdempotencyService(create_session_factory, 3600.0).claim(None, key, "d" * 64)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_claim_whose_commit_was_lost_still_answers_that_it_claimed(
+    engine: AsyncEngine,
+    when: Literal["before", "after"],
+) -> None:
+    # After a commit whose answer was lost, trying the claim again would find the
+    # key held (by this very claim): the retry asks whether the run was stored.
+    async with flaky_writer(engine, when) as (flaky, writer):
+        key_row = claim_row(_claim("k"), "run-2")
+        assert await writer.claim_run(key_row, run_start_row(run_id="run-2", **RUN_ROW)) is True
+    assert flaky.failed
+    async with create_session_factory(engine)() as session:
+        run = await RunRepository(session).get("run-2")
+        key = await IdempotencyRepository(session).get(OPEN_MODE_CALLER, "k")
+    assert run is not None
+    assert run.status == "running"
+    assert key is not None
+    assert key.run_id == "run-2"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_keyed_start_caught_by_an_outage_answers_at_once_and_frees_its_key(
+    engine: AsyncEngine,
+    when: Literal["before", "after"],
+) -> None:
+    async with flaky_writer(engine, when) as (flaky, writer):
+        with pytest.raises(StorageUnavailable):
+            await record_run_start(
+                flaky,  # type: ignore[arg-type]
+                run_id="run-2",
+                writer=writer,
+                claim=_claim("k"),
+                **RUN_START,
+            )
+        for _ in range(3):  # the claim's retry, then the end and the key's release
+            await writer.flush()
+    async with create_session_factory(engine)() as session:
+        late = await RunRepository(session).get("run-2")
+        key = await IdempotencyRepository(session).get(OPEN_MODE_CALLER, "k")
+    # The 503 kept no key (a retry proceeds), and the run never stays `running`.
+    assert key is None
+    assert late is not None
+    assert (late.status, late.call_count, late.outcome) == ("failed", 0, {"error": NOT_RUN})
