@@ -335,35 +335,24 @@ def _claim_postgres() -> str:
 
 
 # A claimed key's final response (`IdempotencyRepository.complete`); a None `run_id`
-# keeps the stored one.
+# keeps the stored one. On PostgreSQL too, one statement per key (a batch holds
+# a few, one per run ending in it), each found through the primary key: the
+# batch joined as a JSON record set was planned once, while the table was nearly
+# empty, and then scanned the growing table at every batch (`run ends` above).
 _COMPLETE_SQLITE = (
     'UPDATE "idempotency_keys" SET "state" = ?, "response_status" = ?, '
     '"response_body" = ?, "run_id" = coalesce(?, "run_id") WHERE "caller" = ? AND "key" = ?'
 )
 _COMPLETE_POSTGRES = (
-    'UPDATE "idempotency_keys" SET "state" = c.state, "response_status" = c.response_status, '
-    '"response_body" = c.response_body, "run_id" = coalesce(c.run_id, "idempotency_keys"."run_id") '
-    "FROM json_to_recordset(%s::json) AS c(caller text, key text, state text, "
-    "response_status integer, response_body json, run_id text) "
-    'WHERE "idempotency_keys"."caller" = c.caller AND "idempotency_keys"."key" = c.key'
-)
-_COMPLETE_POSTGRES_ROWS = (
     'UPDATE "idempotency_keys" SET "state" = %s, "response_status" = %s, '
     '"response_body" = %s::json, "run_id" = coalesce(%s, "run_id") '
     'WHERE "caller" = %s AND "key" = %s'
 )
 # Keys freed (a claim whose request was answered with a server error after all).
 _RELEASE_SQLITE = 'DELETE FROM "idempotency_keys" WHERE "caller" = ? AND "key" = ? AND "run_id" = ?'
-_RELEASE_POSTGRES_ROWS = (
+_RELEASE_POSTGRES = (
     'DELETE FROM "idempotency_keys" WHERE "caller" = %s AND "key" = %s AND "run_id" = %s'
 )
-_RELEASE_POSTGRES = (
-    'DELETE FROM "idempotency_keys" '
-    "USING json_to_recordset(%s::json) AS k(caller text, key text, run_id text) "
-    'WHERE "idempotency_keys"."caller" = k.caller AND "idempotency_keys"."key" = k.key '
-    'AND "idempotency_keys"."run_id" = k.run_id'
-)
-_COMPLETION_FIELDS = ("state", "response_status", "response_body", "run_id", "caller", "key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,39 +520,30 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
-        # (statement, parameters, whether the server may keep its plan, the ids won)
-        prepared: list[tuple[str, tuple[Any, ...], bool | None, set[str] | None] | None] = []
+        sent: list[_Sent | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 batch = _batch_json(step.layout, step.rows)
-                prepared.append(
-                    None if batch is None else (step.layout.json_sql, (batch,), None, None)
-                )
+                sent.append(None if batch is None else _Sent(step.layout.json_sql, (batch,)))
             elif isinstance(step, _Finish):
                 batch = _ends_json(step.ends)
                 ids = [end["run_id"] for end in step.ends]
-                prepared.append(
-                    None if batch is None else (_FINISH_POSTGRES, (batch, ids), False, None)
+                sent.append(
+                    None if batch is None else _Sent(_FINISH_POSTGRES, (batch, ids), prepare=False)
                 )
             elif isinstance(step, _Claim):
                 keys = _batch_json(_layout_of(IdempotencyKey), step.key_rows)
                 runs = _batch_json(_layout_of(Run), step.run_rows)
-                prepared.append(
+                sent.append(
                     None
                     if keys is None or runs is None
-                    else (_claim_postgres(), (keys, runs), None, step.won)
+                    else _Sent(_claim_postgres(), (keys, runs), won=step.won)
                 )
             elif isinstance(step, _Release):
-                batch = _releases_json(step.rows)
-                prepared.append(
-                    None if batch is None else (_RELEASE_POSTGRES, (batch,), None, None)
-                )
+                sent.append(_Sent(_RELEASE_POSTGRES, _releases(step.rows), many=True))
             else:
-                batch = _completions_json(step.rows)
-                prepared.append(
-                    None if batch is None else (_COMPLETE_POSTGRES, (batch,), None, None)
-                )
-        if any(item is None for item in prepared):
+                sent.append(_Sent(_COMPLETE_POSTGRES, _completions(step.rows), many=True))
+        if any(item is None for item in sent):
             # A batch needs COPY (or per-row parameters): one statement at a time.
             for step in self._steps:
                 if isinstance(step, _Insert):
@@ -573,11 +553,9 @@ class BulkWrite:
                 elif isinstance(step, _Claim):
                     await _postgres_claims(connection, step)
                 elif isinstance(step, _Release):
-                    await _postgres_rows(connection, _RELEASE_POSTGRES_ROWS, _releases(step.rows))
+                    await _postgres_rows(connection, _RELEASE_POSTGRES, _releases(step.rows))
                 else:
-                    await _postgres_rows(
-                        connection, _COMPLETE_POSTGRES_ROWS, _completions(step.rows)
-                    )
+                    await _postgres_rows(connection, _COMPLETE_POSTGRES, _completions(step.rows))
             if commit:
                 await _postgres_commit(connection)
             return
@@ -590,15 +568,17 @@ class BulkWrite:
         claims: list[tuple[psycopg.AsyncCursor[Any], set[str]]] = []
         try:
             async with driver.pipeline(), driver.cursor() as cursor:
-                for item in prepared:
+                for item in sent:
                     assert item is not None
-                    statement, parameters, prepare, won = item
-                    if won is None:
-                        await cursor.execute(statement, parameters, prepare=prepare)
+                    statement = item.statement
+                    if item.many:
+                        await cursor.executemany(statement, item.parameters)
+                    elif item.won is None:
+                        await cursor.execute(statement, item.parameters, prepare=item.prepare)
                     else:
                         claimed = driver.cursor()
-                        await claimed.execute(statement, parameters)
-                        claims.append((claimed, won))
+                        await claimed.execute(statement, item.parameters)
+                        claims.append((claimed, item.won))
                 if commit:
                     statement = "COMMIT"
                     await driver.commit()  # in the pipeline: the same round trip
@@ -609,6 +589,19 @@ class BulkWrite:
         finally:
             for claimed, _ in claims:
                 await claimed.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """One statement of a PostgreSQL pipeline: `parameters` once, or each of them
+    (`many`, for a few rows each found by its primary key); `prepare` False: planned
+    at every execution; `won`: the claims' statement, whose returned ids go there."""
+
+    statement: str
+    parameters: Sequence[Any]
+    prepare: bool | None = None
+    won: set[str] | None = None
+    many: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -678,25 +671,6 @@ def _completions(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
 
 def _releases(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     return [(row["caller"], row["key"], row["run_id"]) for row in rows]
-
-
-def _releases_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
-    batch = orjson.dumps(
-        [{name: row[name] for name in ("caller", "key", "run_id")} for row in rows]
-    ).decode()
-    return None if "\\u0000" in batch else batch
-
-
-def _completions_json(rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """The completions as one JSON array, or None when this path cannot take them."""
-    try:
-        batch = orjson.dumps(
-            [{name: row[name] for name in _COMPLETION_FIELDS} for row in rows],
-            option=orjson.OPT_NON_STR_KEYS,
-        ).decode()
-    except TypeError:
-        return None
-    return None if "\\u0000" in batch else batch
 
 
 def _sqlite_ends(
