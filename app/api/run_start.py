@@ -25,6 +25,7 @@ from starlette.responses import Response
 from app.api.auth import Principal
 from app.api.idempotency import (
     idempotency_key,
+    lookup,
     lookup_winner,
     render_exception,
     to_stored,
@@ -32,7 +33,7 @@ from app.api.idempotency import (
 from app.api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_RESPONSES, ProblemError, ProblemOut
 from app.api.responses import FastJSONResponse
 from app.api.schemas.run_control import RunAcceptedOut
-from app.service.errors import ServiceError
+from app.service.errors import ServiceError, StorageUnavailable
 from app.service.idempotency import (
     IdempotencyClaim,
     IdempotencyKeyTaken,
@@ -126,11 +127,24 @@ async def start_run(
         # replayed; a server error is not, so that a retry can proceed.
         response = await render_exception(request, exc)
         if response.status_code >= 500:
+            # A retry of a request that ended earlier still gets its stored answer.
+            replayed = await _stored_answer(runtime, claim)
+            if replayed is not None:
+                return replayed
             raise
         if not await runtime.idempotency.record(claim, to_stored(response)):
             return await lookup_winner(runtime, claim)
         return response
     return await _execute(runtime, run, claim.accepted, _recorder(request, runtime, claim))
+
+
+async def _stored_answer(runtime: Runtime, claim: IdempotencyClaim) -> Response | None:
+    """The key's stored answer (`lookup`), or None when there is none or it cannot be
+    read now; 409 or 422 when the key is in progress or was used otherwise."""
+    try:
+        return await lookup(runtime, claim)
+    except StorageUnavailable:
+        return None
 
 
 async def _execute(

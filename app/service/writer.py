@@ -43,6 +43,13 @@ out of every later transaction (their foreign key would fail it, and the rows
 of every other run in it): the run learns of the failure from its start's
 future. Its audit events are kept.
 
+A run started under an idempotency key is queued with the key's claim
+(`claim_run`): the key and the run are written first in their transaction,
+the run only if the key was claimed (new, or expired), and a held key fails
+nothing else; each claim learns from a future of its own whether it claimed.
+The key's answer can join the transaction of the run's end (`end_run_with`),
+so the two commit together.
+
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
 audit event written in the same transaction.

@@ -347,3 +347,25 @@ async def test_a_new_key_is_claimed_without_reading_it_first(
     assert again.headers["idempotent-replayed"] == "true"
     assert reads == ["k"]
     assert run_tools.echoed == ["one"]
+
+
+async def test_a_retry_is_replayed_even_when_no_new_run_could_start(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim is tried first: when starting a run fails with a server error, the
+    # key is still read, and a request that ended earlier gets its stored answer.
+    plan = sequential(echo("1", "one"))
+    first = await client.post("/plans/sequential", json=plan, headers=key("k"))
+
+    async def away(*_args: object, **_kwargs: object) -> None:
+        raise StorageUnavailable("the database is away")
+
+    monkeypatch.setattr(plan_service, "record_run_start", away)
+    again = await client.post("/plans/sequential", json=plan, headers=key("k"))
+    other = await client.post("/plans/sequential", json=plan, headers=key("other"))
+
+    assert first.status_code == again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json()
+    assert other.status_code == 503  # a new key: nothing stored to answer with
+    assert run_tools.echoed == ["one"]
