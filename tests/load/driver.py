@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 REQUEST_TIMEOUT_S = 60.0
 
 Body = Callable[[int], dict[str, Any]]
+Headers = Callable[[int], dict[str, str]]
 
 
 @contextmanager
@@ -119,11 +120,15 @@ def percentile(ordered: list[float], q: float) -> float:
 
 
 async def _post(
-    client: httpx.AsyncClient, path: str, body: dict[str, Any], result: LoadResult
+    client: httpx.AsyncClient,
+    path: str,
+    body: dict[str, Any],
+    result: LoadResult,
+    headers: dict[str, str] | None = None,
 ) -> None:
     started = time.perf_counter()
     try:
-        response = await client.post(path, json=body)
+        response = await client.post(path, json=body, headers=headers)
     except httpx.HTTPError as exc:
         result.errors[type(exc).__name__] += 1
         return
@@ -131,10 +136,17 @@ async def _post(
 
 
 async def closed_loop(
-    base: str, path: str, body: Body, *, clients: int, seconds: float
+    base: str,
+    path: str,
+    body: Body,
+    *,
+    clients: int,
+    seconds: float,
+    headers: Headers | None = None,
 ) -> LoadResult:
     """`clients` clients, each sending its next plan as soon as the last one answered,
-    starting none after `seconds`; waits for those in flight."""
+    starting none after `seconds`; waits for those in flight. `headers(number)`: the
+    headers of each plan."""
     result = LoadResult()
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
@@ -144,7 +156,9 @@ async def closed_loop(
 
         async def one_client() -> None:
             while time.perf_counter() < stop_at:
-                await _post(client, path, body(next(counter)), result)
+                number = next(counter)
+                extra = None if headers is None else headers(number)
+                await _post(client, path, body(number), result, extra)
 
         await asyncio.gather(*(one_client() for _ in range(clients)))
         result.elapsed_s = time.perf_counter() - started
@@ -161,10 +175,12 @@ async def open_loop(
     max_in_flight: int,
     every_s: float = 0.0,
     on_tick: Callable[[float], None] | None = None,
+    headers: Headers | None = None,
 ) -> LoadResult:
     """One plan every 1/`rate` seconds for `seconds`, whatever the answers' pace (at most
     `max_in_flight` waiting; a send that finds them all busy is counted as `late`).
-    `on_tick(elapsed)` runs every `every_s` seconds (sampling)."""
+    `on_tick(elapsed)` runs every `every_s` seconds (sampling); `headers(number)`: the
+    headers of each plan."""
     result = LoadResult()
     total = int(rate * seconds)
     # Few idle connections kept: the server's descriptors then follow the load, not its peaks.
@@ -179,7 +195,8 @@ async def open_loop(
 
         async def send(number: int) -> None:
             try:
-                await _post(client, path, body(number), result)
+                extra = None if headers is None else headers(number)
+                await _post(client, path, body(number), result, extra)
             finally:
                 slots.release()
 
@@ -210,6 +227,7 @@ class StoredCounts:
     receipts: int
     distinct_ids: int
     distinct_run_seq: int
+    completed_keys: int
 
 
 def stored_counts(database_url: str) -> StoredCounts:
@@ -226,6 +244,9 @@ def stored_counts(database_url: str) -> StoredCounts:
                     "FROM receipts"
                 )
             ).one()
+            keys = connection.execute(
+                text("SELECT count(*) FROM idempotency_keys WHERE state = 'completed'")
+            ).scalar_one()
     finally:
         engine.dispose()
-    return StoredCounts(sum(by_status.values()), by_status, receipts, ids, pairs)
+    return StoredCounts(sum(by_status.values()), by_status, receipts, ids, pairs, keys)

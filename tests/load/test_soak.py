@@ -6,7 +6,9 @@ resident memory, open file descriptors and the number of samples on /metrics.
 After a warm-up (the first tenth), each must stay flat: the median of the last
 third no higher than the median of the first third, within a small allowance.
 Medians, because descriptors move with the load (pooled database connections
-and client sockets open and close) while a leak raises the floor.
+and client sockets open and close) while a leak raises the floor. Every other
+plan carries an `Idempotency-Key` of its own, as a client that retries safely
+sends: claimed with its run and answered with its end, never replayed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 from typing import NamedTuple
@@ -53,6 +56,11 @@ class Sample(NamedTuple):
     series: int
 
 
+def _every_other_keyed(phase: str) -> Callable[[int], dict[str, str]]:
+    """Headers giving every other plan a key of its own in `phase`."""
+    return lambda number: {"Idempotency-Key": f"{phase}-{number}"} if number % 2 else {}
+
+
 def _thirds(samples: list[Sample]) -> tuple[list[Sample], list[Sample]]:
     settled = samples[len(samples) // 10 :]
     third = max(1, len(settled) // 3)
@@ -75,6 +83,7 @@ def test_memory_descriptors_and_metric_series_stay_flat(tmp_path: Path, database
                 sequential_plan,
                 clients=CLIENTS,
                 seconds=MEASURE_SECONDS,
+                headers=_every_other_keyed("measure"),
             )
         )
         rate = measured.plans / measured.elapsed_s / 2
@@ -88,6 +97,7 @@ def test_memory_descriptors_and_metric_series_stay_flat(tmp_path: Path, database
                 max_in_flight=4 * CLIENTS,
                 every_s=SOAK_SECONDS / SAMPLES,
                 on_tick=sample,
+                headers=_every_other_keyed("soak"),
             )
         )
         sample(soak.elapsed_s)
@@ -116,6 +126,8 @@ def test_memory_descriptors_and_metric_series_stay_flat(tmp_path: Path, database
     assert soak.statuses == {200: soak.plans}
     assert stored.receipts == (measured.plans + soak.plans) * len(TOOLS)
     assert stored.distinct_run_seq == stored.receipts
+    # Odd numbers carried a key: each answered and stored, none replayed.
+    assert stored.completed_keys == measured.plans // 2 + soak.plans // 2
     assert rss[1] <= rss[0] + RSS_ALLOWANCE_MIB
     assert fds[1] <= fds[0] + FD_ALLOWANCE
     assert series[1] == series[0]
