@@ -16,6 +16,10 @@ one call:
   cannot take: an integer beyond 64 bits, or a NUL character, in a JSON
   document).
 
+Runs started under an idempotency key are inserted with the key's claim,
+only when the claim succeeds (`BulkWrite.claim_runs`): one upsert per key in
+aiosqlite's thread on SQLite, one statement for the batch on PostgreSQL.
+
 Both run on the caller's connection, inside its transaction. Values are
 encoded exactly as the column types would encode them (JSON text from
 `app.store.serialization.dumps`; on SQLite, datetimes as naive UTC text in
