@@ -110,8 +110,9 @@ def _wrk(url: str, script: Path, duration_s: int) -> dict[str, float]:
     return {"rps": rate, **latency}
 
 
-# Each request under a key of its own (the run's process id and a counter): what
-# an orchestrator that retries safely sends.
+# Each request under a key of its own, what an orchestrator that retries safely
+# sends: the second the `wrk` run started, a random number and a counter (two
+# runs of this script start seconds apart, so their keys never meet).
 _NEW_KEY_PER_REQUEST = """
 counter = 0
 prefix = tostring(os.time()) .. '-' .. tostring(math.random(1, 1000000000))
