@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract.canonical import canonical_json, sha256_digest
 from app.engine.redaction import Redactor
+from app.service.commits import committed
 from app.service.errors import ServiceError, StorageUnavailable
 from app.service.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
@@ -234,19 +235,15 @@ class IdempotencyService:
 
     async def complete(self, claim: IdempotencyClaim, response: StoredResponse) -> None:
         """Store the final response of a claimed key."""
+        failure = "the idempotency key could not be stored"
         if self.writer is not None:
-            durable = self.writer.complete_key(completion_row(claim, response))
-            try:
-                # Shielded: the future is shared by the whole transaction.
-                await asyncio.shield(durable)
-            except (SQLAlchemyError, RuntimeError) as exc:
-                raise StorageUnavailable(f"the idempotency key could not be stored: {exc}") from exc
+            await committed(self.writer.complete_key(completion_row(claim, response)), failure)
             return
         try:
             async with self.sessions.begin() as session:
                 await _complete(IdempotencyRepository(session), claim, response)
         except SQLAlchemyError as exc:
-            raise StorageUnavailable(f"the idempotency key could not be stored: {exc}") from exc
+            raise StorageUnavailable(f"{failure}: {exc}") from exc
 
     async def purge_expired(self) -> int:
         async with self.sessions.begin() as session:

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.service.commits import committed
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
 from app.service.outage import retry_transient
@@ -53,13 +54,13 @@ async def record_run_start(
         parallel_batch_id=parallel_batch_id,
         request_digest=request_digest,
     )
-    if writer is not None and claim is None:
-        if not committed_first:
+    if writer is not None:
+        if claim is not None:
+            await _claimed(writer, claim, row)
+        elif committed_first:
+            await _started(writer, row)
+        else:
             return queue_run_start(writer, row)
-        await _started(writer, row)
-        return None
-    if writer is not None and claim is not None:
-        await _claimed(writer, claim, row)
         return None
     try:
         async with sessions.begin() as session:
@@ -161,12 +162,12 @@ def run_end(
 async def run_start_committed(durable: asyncio.Future[None]) -> None:
     """Wait for a queued run start (`queue_run_start`) to commit; StorageUnavailable if
     it failed."""
-    await _committed(durable, "the run could not be recorded")
+    await committed(durable, "the run could not be recorded")
 
 
 async def run_end_committed(durable: asyncio.Future[None]) -> None:
     """Wait for a queued run end (`run_end`) to commit; StorageUnavailable if it failed."""
-    await _committed(durable, "the run's end could not be recorded")
+    await committed(durable, "the run's end could not be recorded")
 
 
 NOT_RUN = (
@@ -189,7 +190,7 @@ async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
     if not durable.done():
         writer.end_once_started(durable, _not_run(row["id"]))
         raise StorageUnavailable(f"{failure}: the database is unavailable")
-    await _committed(durable, failure)
+    await committed(durable, failure)
 
 
 async def _claimed(writer: GroupCommitWriter, claim: IdempotencyClaim, row: dict[str, Any]) -> None:
@@ -207,11 +208,7 @@ async def _claimed(writer: GroupCommitWriter, claim: IdempotencyClaim, row: dict
         writer.end_once_started(claimed, _not_run(row["id"]))
         writer.release_once_claimed(claimed, claim.caller, claim.key, row["id"])
         raise StorageUnavailable(f"{failure}: the database is unavailable")
-    try:
-        won = claimed.result()
-    except (SQLAlchemyError, RuntimeError) as exc:
-        raise StorageUnavailable(f"{failure}: {exc}") from exc
-    if not won:
+    if not await committed(claimed, failure):
         raise IdempotencyKeyTaken(claim.key)
 
 
@@ -244,14 +241,6 @@ async def _first_done(*futures: asyncio.Future[Any]) -> None:
     finally:
         for future in futures:
             future.remove_done_callback(wake)
-
-
-async def _committed(durable: asyncio.Future[None], failure: str) -> None:
-    # Shielded: the future is shared by the whole transaction and must never be cancelled.
-    try:
-        await asyncio.shield(durable)
-    except (SQLAlchemyError, RuntimeError) as exc:
-        raise StorageUnavailable(f"{failure}: {exc}") from exc
 
 
 async def stored_receipts(

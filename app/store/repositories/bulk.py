@@ -75,6 +75,10 @@ def _layout(table: Table) -> _Layout:
     return layout
 
 
+def _layout_of(model: type[Base]) -> _Layout:
+    return _layout(cast(Table, model.__table__))
+
+
 def _build_layout(table: Table) -> _Layout:
     # An autoincrementing integer key is left to the database.
     auto = table.autoincrement_column
@@ -206,7 +210,7 @@ async def insert_rows(
     into the model's table in the session's transaction, in one driver call."""
     if not rows:
         return
-    layout = _layout(cast(Table, model.__table__))
+    layout = _layout_of(model)
     connection = await session.connection()
     name = connection.dialect.name
     if name == "sqlite":
@@ -315,10 +319,6 @@ def _claim_sets(table: str) -> str:
     )
 
 
-def _layout_of(model: type[Base]) -> _Layout:
-    return _layout(cast(Table, model.__table__))
-
-
 @cache
 def _claim_sqlite() -> str:
     layout = _layout_of(IdempotencyKey)
@@ -417,7 +417,7 @@ class BulkWrite:
     def add(self, model: type[Base], rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
         """Insert `rows` (as `insert_rows` does)."""
         if rows:
-            self._steps.append(_Insert(_layout(cast(Table, model.__table__)), rows))
+            self._steps.append(_Insert(_layout_of(model), rows))
         return self
 
     def add_runs(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:

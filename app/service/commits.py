@@ -1,0 +1,22 @@
+"""Waiting for a group commit (`GroupCommitWriter`) on behalf of a request."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.service.errors import StorageUnavailable
+
+T = TypeVar("T")
+
+
+async def committed(durable: asyncio.Future[T], failure: str) -> T:
+    """The future's result once its transaction committed; StorageUnavailable
+    (`failure: why`) if it failed or the writer was closed."""
+    # Shielded: the future is shared by the whole transaction and must never be cancelled.
+    try:
+        return await asyncio.shield(durable)
+    except (SQLAlchemyError, RuntimeError) as exc:
+        raise StorageUnavailable(f"{failure}: {exc}") from exc
