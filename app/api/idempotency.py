@@ -20,6 +20,7 @@ from app.service.idempotency import (
     IdempotencyClaim,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
+    IdempotencyKeyUnanswered,
     StoredResponse,
 )
 from app.service.runtime import Runtime
@@ -33,6 +34,11 @@ _POINTER = f"/{HEADER}"
 class KeyInUse(ProblemError):
     status = 409
     slug = "idempotency-key-in-use"
+
+
+class KeyUnanswered(ProblemError):
+    status = 409
+    slug = "idempotency-key-unanswered"
 
 
 class KeyReused(ProblemError):
@@ -63,13 +69,23 @@ def _invalid(message: str) -> InvalidRequest:
 
 
 async def lookup(runtime: Runtime, claim: IdempotencyClaim) -> Response | None:
-    """The replay of a completed key; None when the key is free. Raises 409 or 422."""
+    """The replay of a completed key; None when the key is free. Raises 409 (in
+    progress, or never to be answered) or 422."""
     try:
         stored = await runtime.idempotency.lookup(claim)
     except IdempotencyKeyReused:
         raise KeyReused(
             "This Idempotency-Key was already used for a different request.",
             errors=[ProblemItem(_POINTER, "reused with a different method, path, body or Prefer")],
+        ) from None
+    except IdempotencyKeyUnanswered as exc:
+        # No Retry-After: no retry of this key will ever be answered.
+        raise KeyUnanswered(
+            f"The first request with this Idempotency-Key started run {exc.run_id}, which "
+            f"stopped ({exc.run_status}) before its response was stored, and no retry "
+            f"will be answered. GET /runs/{exc.run_id} shows the run and its receipts; "
+            f"an interrupted plan resumes with POST /runs/{exc.run_id}/resume and the "
+            "original body."
         ) from None
     except IdempotencyKeyInUse as exc:
         running = "" if exc.run_id is None else f" (run {exc.run_id})"

@@ -8,10 +8,17 @@ the request's own fault (a preflight 422); a server error stores nothing, so a
 retry proceeds. Stored bodies are redacted (invariant 8): a replay returns the
 stored copy, not the first caller's.
 
+A key stays in progress when the process running its run stopped before
+storing the answer (a crash, or a failed write of the answer). Once the run is
+no longer `running` and no live process holds its task (`AnsweringRuns`), a
+retry learns that the answer will never come, and which run to read or resume,
+instead of being told to retry until the key expires.
+
 IdempotencyError
- ├── IdempotencyKeyReused   the key was used for a different request (422)
- ├── IdempotencyKeyInUse    the first request with this key is still running (409)
- └── IdempotencyKeyTaken    a concurrent duplicate claimed the key first; look it up again
+ ├── IdempotencyKeyReused      the key was used for a different request (422)
+ ├── IdempotencyKeyInUse       the first request with this key is still running (409)
+ ├── IdempotencyKeyUnanswered  its run stopped and nobody is left to answer it (409)
+ └── IdempotencyKeyTaken       a concurrent duplicate claimed the key first; look it up again
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from app.service.errors import ServiceError, StorageUnavailable
 from app.service.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
+from app.store.repositories.instances import InstanceRepository
+from app.store.repositories.runs import RUNNING, RunRepository
 
 logger = logging.getLogger("toolloop.idempotency")
 
@@ -54,8 +63,45 @@ class IdempotencyKeyInUse(IdempotencyError):
         self.run_id = run_id
 
 
+class IdempotencyKeyUnanswered(IdempotencyError):
+    def __init__(self, run_id: str, run_status: str) -> None:
+        super().__init__("the first request with this key stopped before it was answered")
+        self.run_id = run_id
+        self.run_status = run_status
+
+
 class IdempotencyKeyTaken(IdempotencyError):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweringRuns:
+    """Whether a run whose key is still in progress can yet store the key's answer.
+
+    A run stores its key's answer with its end or, in its task, right after it, so
+    the answer can only still come while the run is `running` or while a live
+    process holds its task: this one (`active_here`), or another whose heartbeat
+    is fresh (its task may be storing the answer now). A process that stopped
+    cleanly removed its row after its runs' tasks ended.
+    """
+
+    instance_id: str
+    stale_after_s: float
+    active_here: Callable[[str], bool]
+
+    async def stopped_status(self, session: AsyncSession, run_id: str) -> str | None:
+        """The run's status when its key's answer can no longer come; else None
+        (also for a run that is not stored: the key and its run commit together)."""
+        run = await RunRepository(session).get(run_id)
+        if run is None or run.status == RUNNING:
+            return None
+        if run.instance_id == self.instance_id:
+            return None if self.active_here(run_id) else run.status
+        instance = await InstanceRepository(session).get(run.instance_id)
+        stale_before = datetime.now(UTC) - timedelta(seconds=self.stale_after_s)
+        if instance is not None and instance.heartbeat_at >= stale_before:
+            return None
+        return run.status
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +221,14 @@ async def _complete(
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyService:
-    """`writer`: given, a claimed key's final response is stored in a group commit."""
+    """`writer`: given, a claimed key's final response is stored in a group commit.
+    `answering`: given, a key whose run can no longer answer it is told apart from
+    one in progress (`IdempotencyKeyUnanswered`)."""
 
     sessions: async_sessionmaker[AsyncSession]
     ttl_s: float
     writer: GroupCommitWriter | None = None
+    answering: AnsweringRuns | None = None
 
     def claim(
         self,
@@ -201,20 +250,28 @@ class IdempotencyService:
     async def lookup(self, claim: IdempotencyClaim) -> StoredResponse | None:
         """The stored response, or None when the key is free (never used, or expired).
 
-        Raises IdempotencyKeyReused or IdempotencyKeyInUse.
+        Raises IdempotencyKeyReused, IdempotencyKeyInUse or IdempotencyKeyUnanswered.
         """
         try:
             async with self.sessions() as session:
                 row = await IdempotencyRepository(session).get(claim.caller, claim.key)
+                if row is None or row.expires_at <= datetime.now(UTC):
+                    return None
+                if row.request_digest != claim.request_digest:
+                    raise IdempotencyKeyReused(claim.key)
+                if row.state != COMPLETED:
+                    await self._raise_unanswered(session, row.run_id)
+                    raise IdempotencyKeyInUse(row.run_id)
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the idempotency key could not be read: {exc}") from exc
-        if row is None or row.expires_at <= datetime.now(UTC):
-            return None
-        if row.request_digest != claim.request_digest:
-            raise IdempotencyKeyReused(claim.key)
-        if row.state != COMPLETED:
-            raise IdempotencyKeyInUse(row.run_id)
         return StoredResponse.from_row(row)
+
+    async def _raise_unanswered(self, session: AsyncSession, run_id: str | None) -> None:
+        if self.answering is None or run_id is None:
+            return
+        status = await self.answering.stopped_status(session, run_id)
+        if status is not None:
+            raise IdempotencyKeyUnanswered(run_id, status)
 
     async def record(self, claim: IdempotencyClaim, response: StoredResponse) -> bool:
         """Store the response of a request that started no run; False if the key is taken."""

@@ -21,7 +21,7 @@ from app.engine.plan import PlanLimits
 from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
 from app.service.cache_store import DatabaseCacheStore
-from app.service.idempotency import IdempotencyService
+from app.service.idempotency import AnsweringRuns, IdempotencyService
 from app.service.plans import PlanService
 from app.service.router_runs import RouterService
 from app.service.router_setup import open_router
@@ -149,6 +149,8 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         max_concurrency_cap=settings.max_concurrency_cap,
     )
     llm_http = httpx.AsyncClient()
+    runs = RunSupervisor(sessions, events)
+    answering = AnsweringRuns(instance_id, settings.instance_stale_after_s, runs.is_active)
     runtime = Runtime(
         settings=settings,
         contract=contract,
@@ -172,8 +174,10 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         router=open_router(settings, contract, engine, sessions, writer, instance_id, llm_http),
         llm_http=llm_http,
         events=events,
-        runs=RunSupervisor(sessions, events),
-        idempotency=IdempotencyService(sessions, settings.idempotency_ttl_s, writer),
+        runs=runs,
+        idempotency=IdempotencyService(
+            sessions, settings.idempotency_ttl_s, writer, answering=answering
+        ),
         checkpointer=checkpointer,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))

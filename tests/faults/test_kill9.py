@@ -206,3 +206,52 @@ def test_kill_9_during_a_waited_for_plan_of_reads_leaves_it_interrupted_and_resu
         assert resumed.json()["status"] == "succeeded"
         (receipt,) = receipts(client, run["run_id"])
         assert receipt["status"] == "succeeded"
+
+
+def test_a_retry_after_kill_9_learns_its_key_will_never_be_answered(
+    tmp_path: Path, start_server: Callable[[str], ServerProcess]
+) -> None:
+    plan = sequential(step("s1"), gate("g1", "after-kill"))
+    key = {"Idempotency-Key": "order-7"}
+    first = start_server("first.log")
+    answers: list[BaseException | httpx.Response] = []
+
+    def post() -> None:
+        try:
+            with httpx.Client(base_url=first.base, timeout=30) as waiting:
+                answers.append(waiting.post("/plans/sequential", json=plan, headers=key))
+        except httpx.TransportError as exc:  # the server is killed under it
+            answers.append(exc)
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    with httpx.Client(base_url=first.base, timeout=10) as client:
+        poll(lambda: len(executions(tmp_path)) == 2)  # s1 ran, g1 waits at its gate
+        busy = client.post("/plans/sequential", json=plan, headers=key)
+        (run,) = client.get("/runs", params={"limit": 10}).json()["items"]
+    assert busy.status_code == 409
+    assert busy.json()["type"] == "urn:toolloop:problem:idempotency-key-in-use"
+    assert busy.headers["retry-after"] == "1"
+    first.kill()
+    poster.join(timeout=30)
+    assert isinstance(answers[0], httpx.TransportError)
+
+    second = start_server("second.log")
+    with httpx.Client(base_url=second.base, timeout=30) as client:
+        poll(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
+        retried = client.post("/plans/sequential", json=plan, headers=key)
+        assert retried.status_code == 409, retried.text
+        problem = retried.json()
+        assert problem["type"] == "urn:toolloop:problem:idempotency-key-unanswered"
+        assert f"run {run['run_id']}, which stopped (interrupted)" in problem["detail"]
+        assert "retry-after" not in retried.headers  # retrying will not change it
+        assert len(client.get("/runs", params={"limit": 10}).json()["items"]) == 1
+        assert sorted(executions(tmp_path).values()) == [1, 1]  # the retries ran nothing
+
+        (tmp_path / "after-kill").touch()
+        resumed = client.post(f"/runs/{run['run_id']}/resume", json=plan)
+        assert resumed.json()["status"] == "succeeded", resumed.text
+        again = client.post("/plans/sequential", json=plan, headers=key)
+    assert again.status_code == 409
+    assert "which stopped (succeeded)" in again.json()["detail"]
+    assert sorted(executions(tmp_path).values()) == [1, 2]  # the resume ran g1 again

@@ -8,8 +8,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.idempotency import (
     OPEN_MODE_CALLER,
+    AnsweringRuns,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
+    IdempotencyKeyUnanswered,
     IdempotencyService,
     StoredResponse,
     request_digest,
@@ -17,6 +19,9 @@ from app.service.idempotency import (
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories.idempotency import IdempotencyRepository
+from app.store.repositories.instances import InstanceRepository
+from app.store.repositories.runs import RunRepository
+from tests.store.factories import create_run
 
 DAY = 86_400.0
 PROBLEM = StoredResponse(422, {"content-type": "application/problem+json"}, {"status": 422})
@@ -97,3 +102,100 @@ async def test_expired_keys_are_free_and_purged(
 
     assert await keys.purge_expired() == 1
     assert await keys.purge_expired() == 0
+
+
+HERE = "instance-here"
+STALE_AFTER_S = 20.0
+
+
+async def _key_of_run(
+    sessions: async_sessionmaker[AsyncSession],
+    claim_expires: datetime,
+    *,
+    status: str,
+    instance_id: str,
+    heartbeat_age_s: float | None = None,
+) -> None:
+    """A key in progress for run "r1" of `instance_id`, as the claim left it; the run
+    now has `status`; the instance's row beats `heartbeat_age_s` ago (None: no row)."""
+    async with sessions.begin() as session:
+        await create_run(session, "r1", instance_id=instance_id)
+        await RunRepository(session).set_status("r1", status)
+        await IdempotencyRepository(session).insert(
+            caller="ops", key="k", request_digest="d1", expires_at=claim_expires, run_id="r1"
+        )
+        if heartbeat_age_s is not None and instance_id != HERE:
+            beat = datetime.now(UTC) - timedelta(seconds=heartbeat_age_s)
+            await InstanceRepository(session).register(
+                instance_id, hostname="elsewhere", pid=1, now=beat
+            )
+
+
+def _answering(sessions: async_sessionmaker[AsyncSession], active: set[str]) -> IdempotencyService:
+    return IdempotencyService(
+        sessions, ttl_s=DAY, answering=AnsweringRuns(HERE, STALE_AFTER_S, active.__contains__)
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "instance_id", "heartbeat_age_s", "active"),
+    [
+        # Still running, wherever: the answer may come.
+        ("running", "gone", None, set()),
+        ("running", HERE, None, set()),
+        # Ended, and its process is alive: the answer may be being stored now.
+        ("interrupted", "elsewhere", 1.0, set()),
+        ("succeeded", HERE, None, {"r1"}),
+    ],
+)
+async def test_a_key_stays_in_progress_while_its_run_can_still_answer(
+    sessions: async_sessionmaker[AsyncSession],
+    status: str,
+    instance_id: str,
+    heartbeat_age_s: float | None,
+    active: set[str],
+) -> None:
+    keys = _answering(sessions, active)
+    claim = keys.claim("ops", "k", "d1")
+    await _key_of_run(
+        sessions, claim.expires_at, status=status, instance_id=instance_id,
+        heartbeat_age_s=heartbeat_age_s,
+    )  # fmt: skip
+    with pytest.raises(IdempotencyKeyInUse) as busy:
+        await keys.lookup(claim)
+    assert busy.value.run_id == "r1"
+
+
+@pytest.mark.parametrize(
+    ("status", "instance_id", "heartbeat_age_s", "active"),
+    [
+        # A crash: recovery marked the run; its process's row is gone, or stale.
+        ("interrupted", "gone", None, set()),
+        ("interrupted", "elsewhere", 2 * STALE_AFTER_S, set()),
+        # Resumed here after the crash and ended: the resume answered its own request.
+        ("succeeded", HERE, None, set()),
+        ("failed", HERE, None, {"another run"}),
+    ],
+)
+async def test_a_key_whose_run_stopped_with_nobody_left_to_answer_is_unanswered(
+    sessions: async_sessionmaker[AsyncSession],
+    status: str,
+    instance_id: str,
+    heartbeat_age_s: float | None,
+    active: set[str],
+) -> None:
+    keys = _answering(sessions, active)
+    claim = keys.claim("ops", "k", "d1")
+    await _key_of_run(
+        sessions, claim.expires_at, status=status, instance_id=instance_id,
+        heartbeat_age_s=heartbeat_age_s,
+    )  # fmt: skip
+    with pytest.raises(IdempotencyKeyUnanswered) as unanswered:
+        await keys.lookup(claim)
+    assert (unanswered.value.run_id, unanswered.value.run_status) == ("r1", status)
+
+    # Another request's key is still told apart first, and a late answer still lands.
+    with pytest.raises(IdempotencyKeyReused):
+        await keys.lookup(keys.claim("ops", "k", "d2"))
+    await keys.complete(claim, StoredResponse(200, {}, {"plan_id": "r1"}))
+    assert await keys.lookup(claim) == StoredResponse(200, {}, {"plan_id": "r1"})
