@@ -369,3 +369,34 @@ async def test_a_retry_is_replayed_even_when_no_new_run_could_start(
     assert again.json() == first.json()
     assert other.status_code == 503  # a new key: nothing stored to answer with
     assert run_tools.echoed == ["one"]
+
+
+async def test_a_key_whose_answer_was_lost_is_unanswered_once_its_run_is_gone(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cancelled run's answer is stored by its task after its end; here that write
+    # fails, so the key stays in progress with nobody left to answer it.
+    async def lost(*_args: object) -> None:
+        raise StorageUnavailable("the answer could not be stored")
+
+    monkeypatch.setattr(IdempotencyService, "complete", lost)
+    plan = sequential(gate("1", "g"))
+    waiting = asyncio.create_task(client.post("/plans/sequential", json=plan, headers=key("k")))
+    await until(lambda: run_tools.entered["g"] == 1)
+    busy = await client.post("/plans/sequential", json=plan, headers=key("k"))
+    (run,) = (await client.get("/runs")).json()["items"]
+    assert (await client.post(f"/runs/{run['run_id']}/cancel")).status_code == 200
+    first = await waiting
+    again = await client.post("/plans/sequential", json=plan, headers=key("k"))
+
+    assert busy.status_code == 409
+    assert busy.json()["type"] == "urn:toolloop:problem:idempotency-key-in-use"
+    assert busy.headers["retry-after"] == "1"
+    assert first.status_code == 200
+    assert first.json()["status"] == "cancelled"
+    assert again.status_code == 409
+    assert again.headers["content-type"] == "application/problem+json"
+    assert again.json()["type"] == "urn:toolloop:problem:idempotency-key-unanswered"
+    assert f"run {run['run_id']}, which stopped (cancelled)" in again.json()["detail"]
+    assert "retry-after" not in again.headers
+    assert await run_count(app) == 1
