@@ -466,13 +466,18 @@ class BulkWrite:
     def __bool__(self) -> bool:
         return bool(self._steps)
 
-    async def execute(self, session: AsyncSession, *, commit: bool = False) -> None:
+    async def execute(
+        self, session: AsyncSession, *, commit: bool = False, on_this_thread: bool = False
+    ) -> None:
+        """`on_this_thread` (with `commit`): on SQLite, write on the calling thread
+        (the event loop's) instead of aiosqlite's, unless another connection holds
+        the write lock (`_executemany_here`); PostgreSQL ignores it."""
         if not self._steps:
             return
         connection = await session.connection()
         name = connection.dialect.name
         if name == "sqlite":
-            await self._sqlite(session, connection, commit)
+            await self._sqlite(session, connection, commit, here=on_this_thread and commit)
         elif name == "postgresql":
             await self._postgres(connection, commit)
         else:
@@ -484,7 +489,7 @@ class BulkWrite:
                 sync.dispatch.commit(sync)
 
     async def _sqlite(
-        self, session: AsyncSession, connection: AsyncConnection, commit: bool
+        self, session: AsyncSession, connection: AsyncConnection, commit: bool, *, here: bool
     ) -> None:
         rendered = session.info.setdefault(_TIMES, {})
         statements: list[_SqliteStatement] = []
@@ -511,9 +516,10 @@ class BulkWrite:
         # the isolation level): every statement in one round trip.
         failed: list[str] = []
         try:
-            await driver._execute(  # type: ignore[no-untyped-call]
-                _executemany_all, driver._conn, statements, failed, commit
-            )
+            if not (here and _executemany_here(driver._conn, statements, failed)):
+                await driver._execute(  # type: ignore[no-untyped-call]
+                    _executemany_all, driver._conn, statements, failed, commit
+                )
         except sqlite3.Error as exc:
             raise DBAPIError.instance(
                 failed[0] if failed else _CLAIM_STATEMENT,
@@ -644,6 +650,34 @@ def _executemany_all(
         if commit:
             conn.rollback()
         raise
+
+
+def _executemany_here(
+    conn: sqlite3.Connection, statements: Sequence[_SqliteStatement], failed: list[str]
+) -> bool:
+    """`_executemany_all` with its commit on the calling thread, never waiting for
+    another connection's lock: False, with the transaction rolled back and nothing
+    written, when one holds it (the caller then goes through aiosqlite's thread,
+    which waits as long as the connection's busy timeout says).
+
+    The connection is the caller's alone while it runs: the pool gave it to the
+    caller, whose every earlier call on it has returned, and it was opened with
+    `check_same_thread=False` (`app.store.database`)."""
+    patience = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        _executemany_all(conn, statements, failed, True)
+    except sqlite3.OperationalError as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+        if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise
+        for statement in statements:
+            if isinstance(statement, _SqliteClaims):
+                statement.won.clear()  # claimed in the transaction rolled back
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
+    return True
 
 
 def _claim_all(conn: sqlite3.Connection, claims: _SqliteClaims) -> None:

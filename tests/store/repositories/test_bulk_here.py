@@ -1,0 +1,221 @@
+"""A bulk write with its commit on the calling thread (SQLite), and its way back to
+aiosqlite's thread when another connection holds the write lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
+from app.store.models import IdempotencyKey, Run
+from app.store.repositories import ReceiptRepository, RunRepository
+from app.store.repositories.bulk import (
+    BulkWrite,
+    _encode,
+    _executemany_here,
+    _layout_of,
+    _SqliteClaims,
+)
+from app.store.repositories.idempotency import IdempotencyRepository
+from tests.aiosqlite_support import note_thread_calls
+from tests.store.factories import create_run, receipt_row
+
+BUSY_TIMEOUT_MS = 5000  # `app.store.database.SQLITE_PRAGMAS`
+
+
+@pytest.fixture
+async def engine(sqlite_url: str) -> AsyncIterator[AsyncEngine]:
+    await upgrade_database(sqlite_url)
+    engine = create_database_engine(sqlite_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return create_session_factory(engine)
+
+
+@pytest.fixture
+def thread_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return note_thread_calls(monkeypatch)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _key(name: str, run_id: str) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    return {
+        "caller": "ops",
+        "key": name,
+        "request_digest": "d",
+        "state": "in_progress",
+        "response_status": None,
+        "response_body": None,
+        "run_id": run_id,
+        "created_at": now,
+        "expires_at": now + timedelta(days=1),
+    }
+
+
+def _run(run_id: str) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "kind": "sequential",
+        "owner": "worker-a",
+        "status": "running",
+        "caller": None,
+        "contract_hash": "sha256:" + "c" * 64,
+        "parallel_batch_id": None,
+        "request_digest": None,
+        "instance_id": "instance-1",
+        "call_count": 0,
+    }
+
+
+async def _busy_timeout(session: AsyncSession) -> int:
+    raw = await (await session.connection()).get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, aiosqlite.Connection)
+    async with driver.execute("PRAGMA busy_timeout") as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_write_on_this_thread_stores_and_commits_without_aiosqlite_s_thread(
+    sessions: async_sessionmaker[AsyncSession], thread_calls: list[str]
+) -> None:
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    thread_calls.clear()
+    async with sessions() as session:
+        write = BulkWrite()
+        won = write.claim_runs([_key("k", "run-2")], [_run("run-2")])
+        await (
+            write.add_receipts([receipt_row("run-1", 0)])
+            .finish_runs([{"run_id": "run-1", "status": "succeeded", "finished_at": _now()}])
+            .execute(session, commit=True, on_this_thread=True)
+        )
+    assert won == {"run-2"}
+    assert thread_calls == []
+    async with sessions() as session:
+        assert [r.seq for r in await ReceiptRepository(session).list_for_run("run-1")] == [0]
+        run = await RunRepository(session).get("run-1")
+        assert run is not None
+        assert run.status == "succeeded"
+        assert await RunRepository(session).get("run-2") is not None
+        assert await _busy_timeout(session) == BUSY_TIMEOUT_MS
+
+
+async def test_without_a_commit_the_write_stays_on_aiosqlite_s_thread(
+    sessions: async_sessionmaker[AsyncSession], thread_calls: list[str]
+) -> None:
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    thread_calls.clear()
+    async with sessions.begin() as session:
+        await (
+            BulkWrite()
+            .add_receipts([receipt_row("run-1", 0)])
+            .execute(session, on_this_thread=True)
+        )
+    assert thread_calls[0] == "_executemany_all"
+
+
+async def test_a_failure_on_this_thread_is_a_sqlalchemy_error_and_leaves_nothing(
+    sessions: async_sessionmaker[AsyncSession], thread_calls: list[str]
+) -> None:
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+    with pytest.raises(IntegrityError):
+        async with sessions() as session:
+            await (
+                BulkWrite()
+                .add_runs([_run("run-2")])
+                .add_receipts([receipt_row("no-such-run", 0)])
+                .execute(session, commit=True, on_this_thread=True)
+            )
+    assert "_executemany_all" not in thread_calls  # not tried again there
+    async with sessions() as session:
+        assert await RunRepository(session).get("run-2") is None
+        assert await _busy_timeout(session) == BUSY_TIMEOUT_MS
+
+
+async def test_a_write_lock_held_elsewhere_sends_the_write_to_aiosqlite_s_thread(
+    sqlite_url: str,
+    sessions: async_sessionmaker[AsyncSession],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with sessions.begin() as session:
+        await create_run(session, "run-1")
+        await IdempotencyRepository(session).insert(
+            caller="ops", key="held", request_digest="d",
+            expires_at=datetime.now(UTC) + timedelta(days=1), run_id="run-1",
+        )  # fmt: skip
+    other = sqlite3.connect(Path(sqlite_url.split(":///", 1)[1]), check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer, say, mid-transaction
+
+    def lock_released_first(name: str) -> None:
+        if name == "_executemany_all":
+            # The try on this thread gave up at once; aiosqlite's thread would wait
+            # up to the busy timeout, so the lock goes away while it waits.
+            threading.Timer(0.05, other.rollback).start()
+
+    sent = note_thread_calls(monkeypatch, lock_released_first)
+    async with sessions() as session:
+        write = BulkWrite()
+        won = write.claim_runs(
+            [_key("held", "run-2"), _key("free", "run-3")], [_run("run-2"), _run("run-3")]
+        )
+        await write.add_receipts([receipt_row("run-1", 0)]).execute(
+            session, commit=True, on_this_thread=True
+        )
+    other.close()
+    assert sent == ["_executemany_all"]
+    assert won == {"run-3"}
+    async with sessions() as session:
+        assert [r.seq for r in await ReceiptRepository(session).list_for_run("run-1")] == [0]
+        assert await RunRepository(session).get("run-2") is None
+        assert await RunRepository(session).get("run-3") is not None
+        assert await _busy_timeout(session) == BUSY_TIMEOUT_MS
+
+
+async def test_claims_made_before_a_busy_commit_are_forgotten(sqlite_url: str) -> None:
+    # In rollback-journal mode (not the service's WAL), a commit waits for readers:
+    # a claim may have been made when the commit is refused, and is then undone.
+    await upgrade_database(sqlite_url)
+    path = Path(sqlite_url.split(":///", 1)[1])
+    ours = sqlite3.connect(path)
+    ours.execute("PRAGMA journal_mode=DELETE")
+    ours.execute("PRAGMA busy_timeout = 250")
+    reader = sqlite3.connect(path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM runs").fetchone()  # holds its read lock
+    claims = _SqliteClaims(
+        _encode(_layout_of(IdempotencyKey), [_key("k", "run-2")], sqlite=True),
+        _encode(_layout_of(Run), [_run("run-2")], sqlite=True),
+        ["run-2"],
+        set(),
+    )
+    try:
+        assert not _executemany_here(ours, [claims], [])
+    finally:
+        reader.rollback()
+        reader.close()
+    assert claims.won == set()
+    assert ours.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+    assert ours.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 0
+    ours.close()
