@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     # Larger outputs are stored truncated, with their digest; the response keeps them whole.
     max_stored_output_bytes: int = Field(default=1024 * 1024, ge=1024)
     group_commit_linger_s: float = Field(default=0.002, ge=0)
+    # The linger is spent only while this many runs (or more) are open.
+    group_commit_linger_min_open_runs: int = Field(default=5, ge=2)
     # SQLite files: passive WAL checkpoints from a thread of their own, this often
     # (0: none; commits then checkpoint every 1,000 pages, SQLite's default). Past
     # `sqlite_wal_long_pages` the writer waits for one pass so the WAL starts over;

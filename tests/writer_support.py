@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.receipt import Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.service.run_records import run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
@@ -94,4 +95,18 @@ def succeeded_receipt(
         finished_at=now,
         duration_ms=0.1,
         redactor=redactor,
+    )
+
+
+def started_run(run_id: str, *, caller: str | None = None) -> dict[str, Any]:
+    """A sequential run's row for `GroupCommitWriter.start_run`, under HASH."""
+    return run_start_row(
+        run_id=run_id,
+        kind="sequential",
+        owner="o",
+        contract_hash=HASH,
+        instance_id="i",
+        caller=caller,
+        parallel_batch_id=None,
+        request_digest=None,
     )

@@ -126,6 +126,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     writer = GroupCommitWriter(
         create_session_factory(writer_database),
         linger_s=settings.group_commit_linger_s,
+        linger_min_open_runs=settings.group_commit_linger_min_open_runs,
         max_stored_output_bytes=settings.max_stored_output_bytes,
         wal=checkpointer,
     )

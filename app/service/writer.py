@@ -18,9 +18,11 @@ While the writer has work, every `turn_every`-th call start waits one turn of
 the event loop (`room()`), so a long plan of calls that never wait cannot keep
 the writer from sending earlier batches until it ends.
 
-The linger is spent only while more than one run is open (started through the
-writer, its end not yet written): it waits for rows that could share the
-commit, and a lone run has no one to wait for. Without a linger the writer
+The linger is spent only while at least `linger_min_open_runs` runs are open
+(started through the writer, their ends not yet written): it waits for rows
+that could share the commit, and a lone run has no one to wait for. A few runs
+bring too little company to pay for the wait (docs/benchmarks.md, section 4,
+tenth round). Without a linger the writer
 still lets the loop turn once before it takes a transaction: a quick call's
 `call.started` wakes it, and the call's receipt, its `call.finished` and the
 run's end come in that turn; taken at once, the start alone was one more
@@ -49,6 +51,14 @@ the run only if the key was claimed (new, or expired), and a held key fails
 nothing else; each claim learns from a future of its own whether it claimed.
 The key's answer can join the transaction of the run's end (`end_run_with`),
 so the two commit together.
+
+On SQLite the batch that ends a lone run (no other run open, none other in the
+batch, at most `HERE_MAX_ROWS` rows) is written on the event loop's thread
+instead of aiosqlite's (`BulkWrite.execute(on_this_thread=True)`): its request
+waits for it, the loop has nothing else to run meanwhile, and a hand-off to
+that thread and back costs two thread wake-ups. Under load, batches hold
+several runs and go to aiosqlite's thread, where SQLite's C code runs beside
+the loop's Python.
 
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
@@ -88,6 +98,10 @@ AUDIT_ROWS_PER_RECEIPT = 3
 # run stops starting calls once it sees its start failed (`RunState`), so its
 # rows stop coming within a call's length; the oldest are forgotten past this.
 MAX_UNSTARTED_RUNS = 10_000
+# The most rows of a lone run's batch written on the event loop's thread: a
+# ten-call plan's receipts, events, start and end, and a bound on how long the
+# loop waits for SQLite.
+HERE_MAX_ROWS = 64
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
@@ -160,6 +174,7 @@ class GroupCommitWriter:
         sessions: async_sessionmaker[AsyncSession],
         *,
         linger_s: float = 0.002,
+        linger_min_open_runs: int = 2,
         max_batch: int = 1000,
         max_backlog: int = 100_000,
         turn_every: int = 100,
@@ -170,6 +185,7 @@ class GroupCommitWriter:
         self._wal = wal
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
+        self._linger_min_open_runs = max(2, linger_min_open_runs)
         self._max_batch = max_batch
         self._max_backlog = max_backlog
         self._groups: deque[_Group] = deque()
@@ -435,7 +451,7 @@ class GroupCommitWriter:
             await self._wake.wait()
             if (
                 self._linger_s
-                and len(self._open_runs) > 1
+                and len(self._open_runs) >= self._linger_min_open_runs
                 and not self._closing
                 and not self._full()
             ):
@@ -504,6 +520,28 @@ class GroupCommitWriter:
             )
         return inserts, replaced
 
+    def _lone(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        run_starts: Sequence[Mapping[str, Any]],
+        run_ends: Sequence[Mapping[str, Any]],
+        claimed_runs: Sequence[Mapping[str, Any]],
+        audit_rows: int,
+    ) -> bool:
+        """Whether the batch ends a lone run and is small enough to write on the loop's
+        thread. Only an end: a batch written there returns within the turn that took
+        it, and the writer takes the next batch at once; had that next batch been a
+        run's last receipts, the run's end, queued a turn or two after them (a
+        parallel plan's lanes end in their tasks), would miss their transaction."""
+        size = len(rows) + len(run_starts) + len(run_ends) + len(claimed_runs) + audit_rows
+        if not run_ends or self._open_runs or size > HERE_MAX_ROWS:
+            return False
+        runs = {row["run_id"] for row in rows}
+        runs.update(row["id"] for row in run_starts)
+        runs.update(row["id"] for row in claimed_runs)
+        runs.update(end["run_id"] for end in run_ends)
+        return len(runs) <= 1
+
     async def _write_batch(self) -> None:
         if self._wal is not None and self._wal.wal_is_long:
             # Before the batch is taken: what comes in meanwhile joins it.
@@ -536,6 +574,7 @@ class GroupCommitWriter:
         for row in rows:
             row.setdefault("created_at", created_at)
         inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
+        lone = self._lone(rows, run_starts, run_ends, claimed_runs, len(audit))
         attempts = 0
         won: set[str] = set()
 
@@ -586,7 +625,7 @@ class GroupCommitWriter:
                     .add_audit(audit)
                     .complete_keys(completions)
                     .release_keys(releases)
-                    .execute(session, commit=True)
+                    .execute(session, commit=True, on_this_thread=lone)
                 )
 
         try:

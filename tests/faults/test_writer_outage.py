@@ -24,7 +24,7 @@ from app.service.idempotency import (
     claim_row,
 )
 from app.service.outage import is_transient, retry_transient
-from app.service.run_records import NOT_RUN, record_run_start, run_start_row
+from app.service.run_records import NOT_RUN, record_run_start, run_end, run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory, create_writer_engine
 from app.store.repositories import bulk
@@ -32,6 +32,7 @@ from app.store.repositories.audit import AuditRepository
 from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
+from tests.aiosqlite_support import note_thread_calls
 from tests.writer_support import HASH, engine_with_a_run, running_writer, succeeded_receipt
 
 
@@ -226,11 +227,15 @@ async def test_the_writers_own_connection_killed_while_idle_is_replaced_by_a_ret
 
 
 class _CommitFailsOnce:
-    """A sqlite3 connection whose next commit fails as a busy database would."""
+    """A sqlite3 connection whose next commit fails with SQLite's error `code`
+    (a busy database, by default)."""
 
-    def __init__(self, real: sqlite3.Connection, failures: list[str]) -> None:
+    def __init__(
+        self, real: sqlite3.Connection, failures: list[str], code: int = sqlite3.SQLITE_BUSY
+    ) -> None:
         self._real = real
         self._failures = failures
+        self._code = code
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -238,7 +243,9 @@ class _CommitFailsOnce:
     def commit(self) -> None:
         if not self._failures:
             self._failures.append("commit")
-            raise sqlite3.OperationalError("database is locked")
+            error = sqlite3.OperationalError("database is locked")
+            error.sqlite_errorcode = self._code
+            raise error
         self._real.commit()
 
 
@@ -266,6 +273,47 @@ async def test_a_batch_whose_commit_fails_in_the_driver_is_rolled_back_and_retri
     async with create_session_factory(engine)() as session:
         stored = await ReceiptRepository(session).list_for_run("run-1")
     assert [(r.id, r.seq, r.output) for r in stored] == [("r0", 0, {"n": 0})]
+
+
+@pytest.mark.parametrize(
+    ("code", "sent_to_the_thread"),
+    [
+        # Busy: the batch goes to aiosqlite's thread at once, which commits it.
+        (sqlite3.SQLITE_BUSY, 1),
+        # Another failure: rolled back, and the writer's retry writes it on the loop.
+        (sqlite3.SQLITE_IOERR, 0),
+    ],
+)
+async def test_a_lone_run_s_end_whose_commit_fails_on_the_loop_s_thread_is_written_once(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch, code: int, sent_to_the_thread: int
+) -> None:
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the batch that ends a lone run is written on the loop's thread on SQLite")
+    failures: list[str] = []
+    original = bulk._executemany_all
+
+    def flaky(conn: sqlite3.Connection, *args: Any) -> None:
+        original(_CommitFailsOnce(conn, failures, code), *args)  # type: ignore[arg-type]
+
+    async with running_writer(engine) as writer:
+        start = run_start_row(
+            run_id="lone", parallel_batch_id=None, request_digest=None, **RUN_START
+        )
+        await writer.start_run(start)
+        monkeypatch.setattr(bulk, "_executemany_all", flaky)
+        sent = note_thread_calls(monkeypatch)
+        durable = writer.submit(succeeded_receipt(0, {"n": 0})._replace(run_id="lone"))
+        ended = writer.end_run_with([durable], run_end("lone", status="succeeded", call_count=1))
+        assert ended is not None
+        await ended
+    assert failures == ["commit"]
+    assert sent.count("flaky") == sent_to_the_thread
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run("lone")
+        run = await RunRepository(session).get("lone")
+    assert [(r.id, r.seq) for r in stored] == [("r0", 0)]
+    assert run is not None
+    assert run.status == "succeeded"
 
 
 RUN_START: dict[str, Any] = {

@@ -97,3 +97,14 @@ async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> N
     assert caught_up >= 1, plans  # the writer waited for a pass once the WAL was long
     # Never far past the safety net, which a commit enforces itself: one batch at most.
     assert frames <= 2 * 500 + 200
+
+
+async def test_the_writer_lingers_from_the_configured_number_of_open_runs(
+    sqlite_url: str,
+) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, group_commit_linger_min_open_runs=7
+    )
+    async with _running(settings) as (runtime, _client):
+        assert runtime.writer._linger_min_open_runs == 7
+    assert Settings(registries=[EXAMPLE_REGISTRY]).group_commit_linger_min_open_runs == 5

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from sqlalchemy import event
@@ -209,6 +210,9 @@ def _run_row(run_id: str) -> dict[str, object]:
     }
 
 
+LINGER_S = 0.123
+
+
 async def _turns(count: int) -> None:
     for _ in range(count):
         await asyncio.sleep(0)
@@ -237,6 +241,28 @@ async def test_the_linger_waits_while_another_run_is_open(engine: AsyncEngine) -
         await ended
         # One run open now: its end commits without lingering.
         await asyncio.wait_for(writer.end_run({**_end(), "run_id": "second"}), timeout=60)
+
+
+async def test_the_linger_waits_only_from_its_number_of_open_runs(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lingers: list[float] = []
+    sleep = asyncio.sleep
+
+    async def noted(delay: float, *args: Any) -> Any:
+        if delay == LINGER_S:
+            lingers.append(delay)
+            delay = 0  # noted, not waited for
+        return await sleep(delay, *args)
+
+    monkeypatch.setattr(asyncio, "sleep", noted)
+    async with running_writer(engine, linger_s=LINGER_S, linger_min_open_runs=3) as writer:
+        await asyncio.gather(writer.start_run(_run_row("a")), writer.start_run(_run_row("b")))
+        await writer.submit(succeeded_receipt(0, {"n": 0}))
+        assert lingers == []  # two runs open, one short of the linger's company
+        await writer.start_run(_run_row("c"))
+        await writer.submit(succeeded_receipt(1, {"n": 1}))
+        assert lingers == [LINGER_S] * 2  # three open (its start, the receipt): company awaited
 
 
 async def test_a_start_that_failed_to_commit_leaves_no_run_open(engine: AsyncEngine) -> None:

@@ -11,12 +11,16 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.service.run_records import run_start_row
 from app.store.database import create_session_factory
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from tests.writer_support import HASH, engine_with_a_run, running_writer, succeeded_receipt
+from tests.writer_support import (
+    engine_with_a_run,
+    running_writer,
+    started_run,
+    succeeded_receipt,
+)
 
 
 @pytest.fixture
@@ -26,16 +30,7 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 def run_row(run_id: str) -> dict[str, Any]:
-    return run_start_row(
-        run_id=run_id,
-        kind="sequential",
-        owner="o",
-        contract_hash=HASH,
-        instance_id="i",
-        caller="alice",
-        parallel_batch_id=None,
-        request_digest=None,
-    )
+    return started_run(run_id, caller="alice")
 
 
 def key_row(key: str, run_id: str, *, expires_in_s: float = 3600.0) -> dict[str, Any]:
