@@ -20,13 +20,12 @@ the writer from sending earlier batches until it ends.
 
 The linger is spent only while at least `linger_min_open_runs` runs are open
 (started through the writer, their ends not yet written): it waits for rows
-that could share the commit, and a lone run has no one to wait for. A few runs
+that could share the commit, and a lone run has no one to wait for; a few runs
 bring too little company to pay for the wait (docs/benchmarks.md, section 4,
-tenth round). Without a linger the writer
-still lets the loop turn once before it takes a transaction: a quick call's
-`call.started` wakes it, and the call's receipt, its `call.finished` and the
-run's end come in that turn; taken at once, the start alone was one more
-commit for a lone plan to wait for.
+tenth round). Without a linger the writer still lets the loop turn once
+before it takes a transaction: a quick call's `call.started` wakes it, and the
+call's receipt, its `call.finished` and the run's end come in that turn; taken
+at once, the start alone was one more commit for a lone plan to wait for.
 
 A call's `call.started` and `call.finished` events that fall in one
 transaction share one audit row (the audit read expands it:
@@ -98,9 +97,9 @@ AUDIT_ROWS_PER_RECEIPT = 3
 # run stops starting calls once it sees its start failed (`RunState`), so its
 # rows stop coming within a call's length; the oldest are forgotten past this.
 MAX_UNSTARTED_RUNS = 10_000
-# The most rows of a lone run's batch written on the event loop's thread: a
-# ten-call plan's receipts, events, start and end, and a bound on how long the
-# loop waits for SQLite.
+# The most rows of a batch ending a lone run that is written on the event loop's
+# thread: room for a ten-call plan's start, receipts, events and end, and a
+# bound on how long the loop waits for SQLite.
 HERE_MAX_ROWS = 64
 
 

@@ -164,7 +164,7 @@ def _sqlite_engine(
         echo=echo,
         json_serializer=serialization.dumps,
         json_deserializer=serialization.loads,
-        # The group commit writes a lone run's small batches on the event loop's
+        # The group commit writes the batch ending a lone run on the event loop's
         # thread, between aiosqlite's calls, never during one (`BulkWrite`).
         connect_args={"check_same_thread": False},
         **options,
