@@ -296,10 +296,7 @@ async def test_a_lone_run_s_end_whose_commit_fails_on_the_loop_s_thread_is_writt
         original(_CommitFailsOnce(conn, failures, code), *args)  # type: ignore[arg-type]
 
     async with running_writer(engine) as writer:
-        start = run_start_row(
-            run_id="lone", parallel_batch_id=None, request_digest=None, **RUN_START
-        )
-        await writer.start_run(start)
+        await writer.start_run(run_start_row(run_id="lone", **RUN_ROW))
         monkeypatch.setattr(bulk, "_executemany_all", flaky)
         sent = note_thread_calls(monkeypatch)
         durable = writer.submit(succeeded_receipt(0, {"n": 0})._replace(run_id="lone"))

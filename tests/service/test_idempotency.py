@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.service.idempotency import (
     OPEN_MODE_CALLER,
     AnsweringRuns,
+    IdempotencyClaim,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     IdempotencyKeyUnanswered,
@@ -110,31 +111,30 @@ STALE_AFTER_S = 20.0
 
 async def _key_of_run(
     sessions: async_sessionmaker[AsyncSession],
-    claim_expires: datetime,
-    *,
     status: str,
     instance_id: str,
-    heartbeat_age_s: float | None = None,
-) -> None:
+    heartbeat_age_s: float | None,
+    active: set[str],
+) -> tuple[IdempotencyService, IdempotencyClaim]:
     """A key in progress for run "r1" of `instance_id`, as the claim left it; the run
-    now has `status`; the instance's row beats `heartbeat_age_s` ago (None: no row)."""
+    now has `status`; the instance's row beats `heartbeat_age_s` ago (None: no row);
+    `active`: the runs whose tasks this process (HERE) holds."""
+    keys = IdempotencyService(
+        sessions, ttl_s=DAY, answering=AnsweringRuns(HERE, STALE_AFTER_S, active.__contains__)
+    )
+    claim = keys.claim("ops", "k", "d1")
     async with sessions.begin() as session:
         await create_run(session, "r1", instance_id=instance_id)
         await RunRepository(session).set_status("r1", status)
         await IdempotencyRepository(session).insert(
-            caller="ops", key="k", request_digest="d1", expires_at=claim_expires, run_id="r1"
+            caller="ops", key="k", request_digest="d1", expires_at=claim.expires_at, run_id="r1"
         )
         if heartbeat_age_s is not None and instance_id != HERE:
             beat = datetime.now(UTC) - timedelta(seconds=heartbeat_age_s)
             await InstanceRepository(session).register(
                 instance_id, hostname="elsewhere", pid=1, now=beat
             )
-
-
-def _answering(sessions: async_sessionmaker[AsyncSession], active: set[str]) -> IdempotencyService:
-    return IdempotencyService(
-        sessions, ttl_s=DAY, answering=AnsweringRuns(HERE, STALE_AFTER_S, active.__contains__)
-    )
+    return keys, claim
 
 
 @pytest.mark.parametrize(
@@ -155,12 +155,7 @@ async def test_a_key_stays_in_progress_while_its_run_can_still_answer(
     heartbeat_age_s: float | None,
     active: set[str],
 ) -> None:
-    keys = _answering(sessions, active)
-    claim = keys.claim("ops", "k", "d1")
-    await _key_of_run(
-        sessions, claim.expires_at, status=status, instance_id=instance_id,
-        heartbeat_age_s=heartbeat_age_s,
-    )  # fmt: skip
+    keys, claim = await _key_of_run(sessions, status, instance_id, heartbeat_age_s, active)
     with pytest.raises(IdempotencyKeyInUse) as busy:
         await keys.lookup(claim)
     assert busy.value.run_id == "r1"
@@ -184,12 +179,7 @@ async def test_a_key_whose_run_stopped_with_nobody_left_to_answer_is_unanswered(
     heartbeat_age_s: float | None,
     active: set[str],
 ) -> None:
-    keys = _answering(sessions, active)
-    claim = keys.claim("ops", "k", "d1")
-    await _key_of_run(
-        sessions, claim.expires_at, status=status, instance_id=instance_id,
-        heartbeat_age_s=heartbeat_age_s,
-    )  # fmt: skip
+    keys, claim = await _key_of_run(sessions, status, instance_id, heartbeat_age_s, active)
     with pytest.raises(IdempotencyKeyUnanswered) as unanswered:
         await keys.lookup(claim)
     assert (unanswered.value.run_id, unanswered.value.run_status) == ("r1", status)

@@ -34,6 +34,26 @@ async def create_run(
     )
 
 
+def run_row(run_id: str, *, caller: str | None = None) -> dict[str, Any]:
+    """A running sequential run's row, every column given (for bulk writes)."""
+    return {
+        "id": run_id,
+        "kind": "sequential",
+        "owner": "worker-a",
+        "status": "running",
+        "caller": caller,
+        "contract_hash": CONTRACT_HASH,
+        "parallel_batch_id": None,
+        "request_digest": None,
+        "instance_id": "instance-1",
+        "outcome": None,
+        "call_count": 0,
+        "created_at": T0,
+        "started_at": T0,
+        "finished_at": None,
+    }
+
+
 def receipt_row(run_id: str, seq: int, **overrides: Any) -> dict[str, Any]:
     started = T0 + timedelta(seconds=seq)
     row: dict[str, Any] = {

@@ -28,7 +28,7 @@ from app.store.repositories.bulk import (
 )
 from app.store.repositories.idempotency import IdempotencyRepository
 from tests.aiosqlite_support import note_thread_calls
-from tests.store.factories import create_run, receipt_row
+from tests.store.factories import create_run, receipt_row, run_row
 
 BUSY_TIMEOUT_MS = 5000  # `app.store.database.SQLITE_PRAGMAS`
 
@@ -70,21 +70,6 @@ def _key(name: str, run_id: str) -> dict[str, Any]:
     }
 
 
-def _run(run_id: str) -> dict[str, Any]:
-    return {
-        "id": run_id,
-        "kind": "sequential",
-        "owner": "worker-a",
-        "status": "running",
-        "caller": None,
-        "contract_hash": "sha256:" + "c" * 64,
-        "parallel_batch_id": None,
-        "request_digest": None,
-        "instance_id": "instance-1",
-        "call_count": 0,
-    }
-
-
 async def _busy_timeout(session: AsyncSession) -> int:
     raw = await (await session.connection()).get_raw_connection()
     driver = raw.driver_connection
@@ -103,7 +88,7 @@ async def test_a_write_on_this_thread_stores_and_commits_without_aiosqlite_s_thr
     thread_calls.clear()
     async with sessions() as session:
         write = BulkWrite()
-        won = write.claim_runs([_key("k", "run-2")], [_run("run-2")])
+        won = write.claim_runs([_key("k", "run-2")], [run_row("run-2")])
         await (
             write.add_receipts([receipt_row("run-1", 0)])
             .finish_runs([{"run_id": "run-1", "status": "succeeded", "finished_at": _now()}])
@@ -144,7 +129,7 @@ async def test_a_failure_on_this_thread_is_a_sqlalchemy_error_and_leaves_nothing
         async with sessions() as session:
             await (
                 BulkWrite()
-                .add_runs([_run("run-2")])
+                .add_runs([run_row("run-2")])
                 .add_receipts([receipt_row("no-such-run", 0)])
                 .execute(session, commit=True, on_this_thread=True)
             )
@@ -178,7 +163,7 @@ async def test_a_write_lock_held_elsewhere_sends_the_write_to_aiosqlite_s_thread
     async with sessions() as session:
         write = BulkWrite()
         won = write.claim_runs(
-            [_key("held", "run-2"), _key("free", "run-3")], [_run("run-2"), _run("run-3")]
+            [_key("held", "run-2"), _key("free", "run-3")], [run_row("run-2"), run_row("run-3")]
         )
         await write.add_receipts([receipt_row("run-1", 0)]).execute(
             session, commit=True, on_this_thread=True
@@ -206,7 +191,7 @@ async def test_claims_made_before_a_busy_commit_are_forgotten(sqlite_url: str) -
     reader.execute("SELECT count(*) FROM runs").fetchone()  # holds its read lock
     claims = _SqliteClaims(
         _encode(_layout_of(IdempotencyKey), [_key("k", "run-2")], sqlite=True),
-        _encode(_layout_of(Run), [_run("run-2")], sqlite=True),
+        _encode(_layout_of(Run), [run_row("run-2")], sqlite=True),
         ["run-2"],
         set(),
     )

@@ -16,6 +16,7 @@ from app.store.repositories import RunRepository
 from app.store.repositories.bulk import _COMPLETE_POSTGRES, _RELEASE_POSTGRES, BulkWrite
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
+from tests.store import factories
 from tests.store.factories import CONTRACT_HASH, T0
 
 KEY_COLUMNS = (
@@ -28,22 +29,7 @@ TEXTS = ['ünïcode, \u2028, "quoted"', "nul\u0000"]
 
 
 def run_row(run_id: str) -> dict[str, Any]:
-    return {
-        "id": run_id,
-        "kind": "sequential",
-        "owner": "worker-a",
-        "status": "running",
-        "caller": "alice",
-        "contract_hash": CONTRACT_HASH,
-        "parallel_batch_id": None,
-        "request_digest": None,
-        "instance_id": "instance-1",
-        "outcome": None,
-        "call_count": 0,
-        "created_at": T0,
-        "started_at": T0,
-        "finished_at": None,
-    }
+    return factories.run_row(run_id, caller="alice")
 
 
 def key_row(key: str, run_id: str, body: Any = None, *, expired: bool = False) -> dict[str, Any]:
