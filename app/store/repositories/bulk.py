@@ -304,6 +304,10 @@ _FINISH_POSTGRES_ROWS = (
     'UPDATE "runs" SET "status" = %s, "outcome" = %s::json, '
     '"call_count" = coalesce(%s, "call_count"), "finished_at" = %s WHERE "id" = %s'
 )
+# Up to this many ends, PostgreSQL takes them one row at a time, each found by its
+# primary key through a prepared statement: the joined statement's planning costs
+# more than a few rows do (docs/benchmarks.md, section 4, eleventh round).
+_FINISH_BY_ROW_MAX = 8
 
 
 # Runs started under an idempotency key: a key is claimed when it is new, or when
@@ -536,6 +540,9 @@ class BulkWrite:
                 batch = _batch_json(step.layout, step.rows)
                 sent.append(None if batch is None else _Sent(step.layout.json_sql, (batch,)))
             elif isinstance(step, _Finish):
+                if len(step.ends) <= _FINISH_BY_ROW_MAX:
+                    sent.append(_Sent(_FINISH_POSTGRES_ROWS, _end_parameters(step.ends), many=True))
+                    continue
                 batch = _ends_json(step.ends)
                 ids = [end["run_id"] for end in step.ends]
                 sent.append(
@@ -576,8 +583,17 @@ class BulkWrite:
         # The claims' statement returns the runs it inserted: a cursor of its own,
         # read once the pipeline has synced.
         claims: list[tuple[psycopg.AsyncCursor[Any], set[str]]] = []
+        # A whole transaction of its own is sent as BEGIN, the statements and COMMIT,
+        # and synced once: one round trip. psycopg's own transaction would cost
+        # two more (it syncs after its implicit BEGIN, and the pipeline syncs again
+        # after a `commit()`), so the connection is in autocommit meanwhile.
+        own = commit and driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
         try:
+            if own:
+                await driver.set_autocommit(True)
             async with driver.pipeline(), driver.cursor() as cursor:
+                if own:
+                    await cursor.execute("BEGIN")
                 for item in sent:
                     assert item is not None
                     statement = item.statement
@@ -591,7 +607,10 @@ class BulkWrite:
                         claims.append((claimed, item.won))
                 if commit:
                     statement = "COMMIT"
-                    await driver.commit()  # in the pipeline: the same round trip
+                    if own:
+                        await cursor.execute("COMMIT")
+                    else:
+                        await driver.commit()  # in the pipeline: the same round trip
             for claimed, won in claims:
                 won.update(row[0] for row in await claimed.fetchall())
         except psycopg.Error as exc:
@@ -599,6 +618,8 @@ class BulkWrite:
         finally:
             for claimed, _ in claims:
                 await claimed.close()
+            if own:
+                await _end_own_transaction(connection, driver)
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,7 +778,8 @@ def _ends_json(ends: Sequence[Mapping[str, Any]]) -> str | None:
     return None if "\\u0000" in batch else batch
 
 
-async def _postgres_ends(connection: AsyncConnection, ends: Sequence[Mapping[str, Any]]) -> None:
+def _end_parameters(ends: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """`_FINISH_POSTGRES_ROWS`'s parameters, one tuple per end."""
     rows = []
     for end in ends:
         values = _end_values(end)
@@ -771,7 +793,11 @@ async def _postgres_ends(connection: AsyncConnection, ends: Sequence[Mapping[str
                 values["run_id"],
             )
         )
-    await _postgres_rows(connection, _FINISH_POSTGRES_ROWS, rows)
+    return rows
+
+
+async def _postgres_ends(connection: AsyncConnection, ends: Sequence[Mapping[str, Any]]) -> None:
+    await _postgres_rows(connection, _FINISH_POSTGRES_ROWS, _end_parameters(ends))
 
 
 async def _postgres_claims(connection: AsyncConnection, claims: _Claim) -> None:
@@ -827,6 +853,23 @@ async def _postgres_commit(connection: AsyncConnection) -> None:
         await driver.commit()
     except psycopg.Error as exc:
         await _raise_postgres(connection, raw, "COMMIT", exc)
+
+
+async def _end_own_transaction(
+    connection: AsyncConnection, driver: psycopg.AsyncConnection
+) -> None:
+    """After a transaction sent whole in autocommit: roll back what a failed statement
+    left open (the server skipped the rest, COMMIT included; nothing when it
+    committed), and put the connection out of autocommit again; a connection that
+    cannot be put back is never reused."""
+    try:
+        # `rollback()`, not a ROLLBACK statement: psycopg then also forgets the
+        # statements it prepared in the transaction.
+        await driver.rollback()
+        await driver.set_autocommit(False)
+    except psycopg.Error as exc:
+        if not connection.invalidated:
+            await connection.invalidate(exc)
 
 
 async def _raise_postgres(

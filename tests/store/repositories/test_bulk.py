@@ -19,6 +19,7 @@ from app.store.database import (
 from app.store.migrate import upgrade_database
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
 from app.store.repositories.bulk import (
+    _FINISH_BY_ROW_MAX,
     _FINISH_POSTGRES,
     _MAX_SECOND_PREFIXES,
     _SECOND_PREFIXES,
@@ -420,33 +421,82 @@ async def test_run_ends_on_postgresql_are_planned_afresh_at_every_batch(
     postgres_url: str,
 ) -> None:
     """A plan kept from when `runs` was nearly empty would scan it whole as it grows:
-    the UPDATE is never prepared, however often it runs on one connection (the
-    inserts, which scan no table, may be)."""
+    the UPDATE joined to a batch of ends is never prepared, however often it runs on
+    one connection. The inserts, which scan no table, may be, and so may the UPDATE
+    of a few ends, each found by its primary key."""
     await upgrade_database(postgres_url)
     shared = create_database_engine(postgres_url)
     engine = create_writer_engine(postgres_url, shared)  # one connection, reused
+    many = _FINISH_BY_ROW_MAX + 1
     try:
         sessions = create_session_factory(engine)
         async with sessions() as session:
             await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {}, 0)
             await session.commit()
         for index in range(8):  # beyond psycopg's threshold for preparing (5)
-            async with sessions() as session:
-                await (
-                    BulkWrite()
-                    .add_runs([_run_row(f"run-{index}")])
-                    .add_receipts([receipt_row(f"run-{index}", 0, id=f"r-{index}")])
-                    .finish_runs(_ends([f"run-{index}", "nope"], "x"))
-                    .execute(session, commit=True)
-                )
+            few = [f"few-{index}-{n}" for n in range(2)]
+            for ends in (few, [f"many-{index}-{n}" for n in range(many)]):
+                async with sessions() as session:
+                    await (
+                        BulkWrite()
+                        .add_runs([_run_row(run_id) for run_id in ends])
+                        .add_receipts([receipt_row(ends[0], 0, id=f"r-{index}-{len(ends)}")])
+                        .finish_runs([_ends([run_id, "nope"], "x")[0] for run_id in ends])
+                        .execute(session, commit=True)
+                    )
         async with sessions() as session:
             result = await session.execute(text("SELECT statement FROM pg_prepared_statements"))
             kept = [row[0] for row in result.all()]
+            result = await session.execute(
+                text("SELECT count(*) FROM runs WHERE status = 'running'")
+            )
+            still_running = result.scalar_one()
     finally:
         await engine.dispose()
         await shared.dispose()
     assert any(statement.startswith('INSERT INTO "receipts"') for statement in kept), kept
-    assert not [statement for statement in kept if statement.startswith('UPDATE "runs"')]
+    updates = [statement for statement in kept if statement.startswith('UPDATE "runs"')]
+    assert updates, kept  # the few ends' statement
+    assert not [statement for statement in updates if "json_to_recordset" in statement]
+    assert still_running == 0
+
+
+@pytest.mark.parametrize("ended", [2, _FINISH_BY_ROW_MAX, _FINISH_BY_ROW_MAX + 1, 40])
+async def test_run_ends_are_stored_as_the_orm_stores_them_however_many_a_batch_holds(
+    session: AsyncSession, ended: int
+) -> None:
+    """PostgreSQL updates a few ends one by one and more through one joined statement;
+    either way each run gets its own status, outcome and call count (None keeps it),
+    and an end of an unknown run changes nothing."""
+    await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {"tools": {}}, 0)
+
+    def ends_of(prefix: str) -> list[dict[str, Any]]:
+        ends = []
+        for index in range(ended):
+            first, second = _ends([f"{prefix}-{index:02d}", "nope"], f"text {index}")
+            ends.append(first if index % 2 else {**second, "run_id": first["run_id"]})
+        return ends
+
+    orm_ends, bulk_ends = ends_of("orm"), ends_of("bulk")
+    runs = RunRepository(session)
+    await runs.add_many([_run_row(end["run_id"]) for end in [*orm_ends, *bulk_ends]])
+    await session.commit()
+    await runs.finish_many(orm_ends)
+    await session.commit()
+    await (
+        BulkWrite()
+        .finish_runs([*bulk_ends, _ends(["nope", "x"], "-")[0]])
+        .execute(session, commit=True)
+    )
+
+    bulk = await _runs_stored(session, [end["run_id"] for end in bulk_ends])
+    assert bulk == await _runs_stored(session, [end["run_id"] for end in orm_ends])
+    session.expunge_all()
+    last = await runs.get(bulk_ends[-1]["run_id"])
+    assert last is not None
+    assert (last.status, last.call_count) == (
+        ("succeeded", 2) if (ended - 1) % 2 else ("interrupted", 0)
+    )
 
 
 def test_sqlite_times_are_rendered_as_isoformat_would_through_the_prefix_cache() -> None:

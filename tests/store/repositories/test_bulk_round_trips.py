@@ -1,0 +1,124 @@
+"""PostgreSQL: a committing bulk write is its whole transaction in one round trip,
+and leaves its connection as it found it, whether it committed or failed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.store.database import create_database_engine, create_session_factory, create_writer_engine
+from app.store.migrate import upgrade_database
+from app.store.repositories import ContractSnapshotRepository, RunRepository
+from app.store.repositories.bulk import BulkWrite
+from tests.store.factories import CONTRACT_HASH, T0, receipt_row, run_row
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def writer_engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
+    """The writer's engine: one connection, reused by every session."""
+    await upgrade_database(postgres_url)
+    shared = create_database_engine(postgres_url)
+    engine = create_writer_engine(postgres_url, shared)
+    async with create_session_factory(engine)() as session:
+        await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {}, 0)
+        await session.commit()
+    yield engine
+    await engine.dispose()
+    await shared.dispose()
+
+
+async def _driver(session: AsyncSession) -> psycopg.AsyncConnection[Any]:
+    raw = await (await session.connection()).get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    return driver
+
+
+def _batch(run_id: str) -> BulkWrite:
+    return (
+        BulkWrite()
+        .add_runs([run_row(run_id)])
+        .add_receipts([receipt_row(run_id, 0, id=f"{run_id}-r")])
+        .finish_runs([{"run_id": run_id, "status": "succeeded", "finished_at": T0}])
+        .add_audit([{"run_id": run_id, "at": T0, "kind": "call.finished"}])
+    )
+
+
+async def _status(sessions: async_sessionmaker[AsyncSession], run_id: str) -> str | None:
+    async with sessions() as session:
+        run = await RunRepository(session).get(run_id)
+        return None if run is None else run.status
+
+
+async def test_a_committing_batch_is_sent_and_synced_once(
+    writer_engine: AsyncEngine, tmp_path: Path
+) -> None:
+    sessions = create_session_factory(writer_engine)
+    trace = tmp_path / "protocol.trace"
+    async with sessions() as session:
+        driver = await _driver(session)
+        with trace.open("w") as sink:
+            driver.pgconn.trace(sink.fileno())
+            driver.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                await _batch("traced").execute(session, commit=True)
+            finally:
+                driver.pgconn.untrace()
+        assert driver.autocommit is False
+        assert driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    syncs = [fields for fields in sent if fields[0] == "F" and fields[2:3] == ["Sync"]]
+    assert len(syncs) == 1, trace.read_text()
+    assert await _status(sessions, "traced") == "succeeded"
+
+
+async def test_after_a_failed_batch_the_connection_takes_transactions_again(
+    writer_engine: AsyncEngine,
+) -> None:
+    sessions = create_session_factory(writer_engine)
+    for index in range(6):  # psycopg prepares a statement from its fifth use
+        async with sessions() as session:
+            await _batch(f"before-{index}").execute(session, commit=True)
+            before = await _driver(session)
+    with pytest.raises(IntegrityError):
+        async with sessions() as session:
+            await (
+                BulkWrite()
+                .add_runs([run_row("left-out")])
+                .add_receipts([receipt_row("no-such-run", 0)])
+                .execute(session, commit=True)
+            )
+    assert await _status(sessions, "left-out") is None
+    async with sessions() as session:
+        driver = await _driver(session)
+        assert driver is before  # rolled back and kept, not replaced
+        assert driver.autocommit is False
+        # In a transaction again: what is rolled back does not stay.
+        await RunRepository(session).add_many([run_row("rolled-back")])
+        await session.rollback()
+    assert await _status(sessions, "rolled-back") is None
+    for index in range(6):  # prepared statements still in place (or made again)
+        async with sessions() as session:
+            await _batch(f"after-{index}").execute(session, commit=True)
+    assert await _status(sessions, "after-5") == "succeeded"
+
+
+async def test_a_batch_joins_the_transaction_its_session_already_opened(
+    writer_engine: AsyncEngine,
+) -> None:
+    sessions = create_session_factory(writer_engine)
+    async with sessions() as session:
+        await session.execute(text("SELECT 1"))
+        await RunRepository(session).add_many([run_row("first")])
+        await _batch("second").execute(session, commit=True)
+    assert await _status(sessions, "first") == "running"
+    assert await _status(sessions, "second") == "succeeded"
