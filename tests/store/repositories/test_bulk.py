@@ -21,6 +21,7 @@ from app.store.repositories import AuditRepository, ReceiptRepository, RunReposi
 from app.store.repositories.bulk import (
     _FINISH_BY_ROW_MAX,
     _FINISH_POSTGRES,
+    _FINISH_POSTGRES_ROWS,
     _MAX_SECOND_PREFIXES,
     _SECOND_PREFIXES,
     BulkWrite,
@@ -414,6 +415,35 @@ async def test_run_ends_on_postgresql_find_their_runs_through_the_primary_key(
         await engine.dispose()
     assert "pk_runs" in plan, plan
     assert "Seq Scan on runs" not in plan, plan
+
+
+@pytest.mark.postgres
+async def test_a_few_run_ends_on_postgresql_find_their_run_through_the_primary_key_in_any_kept_plan(
+    postgres_url: str,
+) -> None:
+    """The UPDATE of a few ends is prepared (psycopg, from its fifth use), and the
+    server may keep a generic plan made while `runs` was empty: even that plan must
+    find the run through the primary key (a scan would grow with every run stored)."""
+    await upgrade_database(postgres_url)
+    engine = create_database_engine(postgres_url)
+    numbered = _FINISH_POSTGRES_ROWS
+    for index in range(1, numbered.count("%s") + 1):
+        numbered = numbered.replace("%s", f"${index}", 1)
+    try:
+        async with engine.connect() as connection:
+            await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            await connection.exec_driver_sql(
+                f"PREPARE probe(text, text, integer, timestamptz, text) AS {numbered}"
+            )
+            result = await connection.exec_driver_sql(
+                "EXPLAIN EXECUTE probe('succeeded', NULL, 1, now(), 'run-1')"
+            )
+            plan = "\n".join(row[0] for row in result.all())
+            await connection.rollback()
+    finally:
+        await engine.dispose()
+    assert "Index Scan using pk_runs" in plan, plan
+    assert "Seq Scan" not in plan, plan
 
 
 @pytest.mark.postgres
