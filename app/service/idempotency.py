@@ -37,6 +37,7 @@ from app.contract.canonical import canonical_json, sha256_digest
 from app.engine.redaction import Redactor
 from app.service.commits import committed
 from app.service.errors import ServiceError, StorageUnavailable
+from app.service.outage import RETRY_WINDOW_S
 from app.service.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
@@ -74,6 +75,12 @@ class IdempotencyKeyTaken(IdempotencyError):
     pass
 
 
+# How long after its run's end a live process may still store the key's answer:
+# the end and the answer may be written apart, each retried through an outage
+# for up to `RETRY_WINDOW_S`.
+ANSWER_WITHIN_S = 2 * RETRY_WINDOW_S
+
+
 @dataclass(frozen=True, slots=True)
 class AnsweringRuns:
     """Whether a run whose key is still in progress can yet store the key's answer.
@@ -81,13 +88,16 @@ class AnsweringRuns:
     A run stores its key's answer with its end or, in its task, right after it, so
     the answer can only still come while the run is `running` or while a live
     process holds its task: this one (`active_here`), or another whose heartbeat
-    is fresh (its task may be storing the answer now). A process that stopped
-    cleanly removed its row after its runs' tasks ended.
+    is fresh (its task may be storing the answer now), for `answer_within_s`
+    after the run's end at most: past that, the answer's write failed for good
+    and that process will not store it. A process that stopped cleanly removed
+    its row after its runs' tasks ended.
     """
 
     instance_id: str
     stale_after_s: float
     active_here: Callable[[str], bool]
+    answer_within_s: float = ANSWER_WITHIN_S
 
     async def stopped_status(self, session: AsyncSession, run_id: str) -> str | None:
         """The run's status when its key's answer can no longer come; else None
@@ -97,9 +107,13 @@ class AnsweringRuns:
             return None
         if run.instance_id == self.instance_id:
             return None if self.active_here(run_id) else run.status
+        now = datetime.now(UTC)
         instance = await InstanceRepository(session).get(run.instance_id)
-        stale_before = datetime.now(UTC) - timedelta(seconds=self.stale_after_s)
-        if instance is not None and instance.heartbeat_at >= stale_before:
+        alive = instance is not None and instance.heartbeat_at >= now - timedelta(
+            seconds=self.stale_after_s
+        )
+        ended = run.finished_at
+        if alive and (ended is None or ended >= now - timedelta(seconds=self.answer_within_s)):
             return None
         return run.status
 

@@ -107,6 +107,7 @@ async def test_expired_keys_are_free_and_purged(
 
 HERE = "instance-here"
 STALE_AFTER_S = 20.0
+ANSWER_WITHIN_S = 60.0
 
 
 async def _key_of_run(
@@ -115,17 +116,22 @@ async def _key_of_run(
     instance_id: str,
     heartbeat_age_s: float | None,
     active: set[str],
+    ended_age_s: float = 1.0,
 ) -> tuple[IdempotencyService, IdempotencyClaim]:
     """A key in progress for run "r1" of `instance_id`, as the claim left it; the run
-    now has `status`; the instance's row beats `heartbeat_age_s` ago (None: no row);
-    `active`: the runs whose tasks this process (HERE) holds."""
-    keys = IdempotencyService(
-        sessions, ttl_s=DAY, answering=AnsweringRuns(HERE, STALE_AFTER_S, active.__contains__)
-    )
+    now has `status` (ended `ended_age_s` ago unless running); the instance's row
+    beats `heartbeat_age_s` ago (None: no row); `active`: the runs whose tasks this
+    process (HERE) holds."""
+    answering = AnsweringRuns(HERE, STALE_AFTER_S, active.__contains__, ANSWER_WITHIN_S)
+    keys = IdempotencyService(sessions, ttl_s=DAY, answering=answering)
     claim = keys.claim("ops", "k", "d1")
     async with sessions.begin() as session:
         await create_run(session, "r1", instance_id=instance_id)
-        await RunRepository(session).set_status("r1", status)
+        if status == "running":
+            await RunRepository(session).set_status("r1", status)
+        else:
+            ended = datetime.now(UTC) - timedelta(seconds=ended_age_s)
+            await RunRepository(session).finish("r1", status=status, finished_at=ended)
         await IdempotencyRepository(session).insert(
             caller="ops", key="k", request_digest="d1", expires_at=claim.expires_at, run_id="r1"
         )
@@ -138,14 +144,16 @@ async def _key_of_run(
 
 
 @pytest.mark.parametrize(
-    ("status", "instance_id", "heartbeat_age_s", "active"),
+    ("status", "instance_id", "heartbeat_age_s", "active", "ended_age_s"),
     [
         # Still running, wherever: the answer may come.
-        ("running", "gone", None, set()),
-        ("running", HERE, None, set()),
-        # Ended, and its process is alive: the answer may be being stored now.
-        ("interrupted", "elsewhere", 1.0, set()),
-        ("succeeded", HERE, None, {"r1"}),
+        ("running", "gone", None, set(), 0.0),
+        ("running", HERE, None, set(), 0.0),
+        # Ended lately, and its process is alive: the answer may be being stored now.
+        ("interrupted", "elsewhere", 1.0, set(), 1.0),
+        ("succeeded", "elsewhere", 1.0, set(), ANSWER_WITHIN_S - 5),
+        # This process still holds its task, however long ago the run ended.
+        ("succeeded", HERE, None, {"r1"}, 2 * ANSWER_WITHIN_S),
     ],
 )
 async def test_a_key_stays_in_progress_while_its_run_can_still_answer(
@@ -154,22 +162,28 @@ async def test_a_key_stays_in_progress_while_its_run_can_still_answer(
     instance_id: str,
     heartbeat_age_s: float | None,
     active: set[str],
+    ended_age_s: float,
 ) -> None:
-    keys, claim = await _key_of_run(sessions, status, instance_id, heartbeat_age_s, active)
+    keys, claim = await _key_of_run(
+        sessions, status, instance_id, heartbeat_age_s, active, ended_age_s
+    )
     with pytest.raises(IdempotencyKeyInUse) as busy:
         await keys.lookup(claim)
     assert busy.value.run_id == "r1"
 
 
 @pytest.mark.parametrize(
-    ("status", "instance_id", "heartbeat_age_s", "active"),
+    ("status", "instance_id", "heartbeat_age_s", "active", "ended_age_s"),
     [
         # A crash: recovery marked the run; its process's row is gone, or stale.
-        ("interrupted", "gone", None, set()),
-        ("interrupted", "elsewhere", 2 * STALE_AFTER_S, set()),
+        ("interrupted", "gone", None, set(), 1.0),
+        ("interrupted", "elsewhere", 2 * STALE_AFTER_S, set(), 1.0),
         # Resumed here after the crash and ended: the resume answered its own request.
-        ("succeeded", HERE, None, set()),
-        ("failed", HERE, None, {"another run"}),
+        ("succeeded", HERE, None, set(), 1.0),
+        ("failed", HERE, None, {"another run"}, 1.0),
+        # Its process lives, but the run ended longer ago than an answer's writes
+        # could take: that process's write of the answer failed for good.
+        ("succeeded", "elsewhere", 1.0, set(), ANSWER_WITHIN_S + 5),
     ],
 )
 async def test_a_key_whose_run_stopped_with_nobody_left_to_answer_is_unanswered(
@@ -178,8 +192,11 @@ async def test_a_key_whose_run_stopped_with_nobody_left_to_answer_is_unanswered(
     instance_id: str,
     heartbeat_age_s: float | None,
     active: set[str],
+    ended_age_s: float,
 ) -> None:
-    keys, claim = await _key_of_run(sessions, status, instance_id, heartbeat_age_s, active)
+    keys, claim = await _key_of_run(
+        sessions, status, instance_id, heartbeat_age_s, active, ended_age_s
+    )
     with pytest.raises(IdempotencyKeyUnanswered) as unanswered:
         await keys.lookup(claim)
     assert (unanswered.value.run_id, unanswered.value.run_status) == ("r1", status)
