@@ -30,6 +30,7 @@ from app.store.repositories.bulk import (
 )
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from tests.store.factories import CONTRACT_HASH, T0, create_run, receipt_row
+from tests.store.generic_plans import generic_plan
 
 PLUS_TWO = timezone(timedelta(hours=2))
 # What the columns hold, as text: JSON columns exactly as written, times as stored.
@@ -424,24 +425,12 @@ async def test_a_few_run_ends_on_postgresql_find_their_run_through_the_primary_k
     """The UPDATE of a few ends is prepared (psycopg, from its fifth use), and the
     server may keep a generic plan made while `runs` was empty: even that plan must
     find the run through the primary key (a scan would grow with every run stored)."""
-    await upgrade_database(postgres_url)
-    engine = create_database_engine(postgres_url)
-    numbered = _FINISH_POSTGRES_ROWS
-    for index in range(1, numbered.count("%s") + 1):
-        numbered = numbered.replace("%s", f"${index}", 1)
-    try:
-        async with engine.connect() as connection:
-            await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
-            await connection.exec_driver_sql(
-                f"PREPARE probe(text, text, integer, timestamptz, text) AS {numbered}"
-            )
-            result = await connection.exec_driver_sql(
-                "EXPLAIN EXECUTE probe('succeeded', NULL, 1, now(), 'run-1')"
-            )
-            plan = "\n".join(row[0] for row in result.all())
-            await connection.rollback()
-    finally:
-        await engine.dispose()
+    plan = await generic_plan(
+        postgres_url,
+        _FINISH_POSTGRES_ROWS,
+        "text, text, integer, timestamptz, text",
+        "'succeeded', NULL, 1, now(), 'run-1'",
+    )
     assert "Index Scan using pk_runs" in plan, plan
     assert "Seq Scan" not in plan, plan
 

@@ -10,14 +10,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.database import create_database_engine
-from app.store.migrate import upgrade_database
 from app.store.repositories import RunRepository
 from app.store.repositories.bulk import _COMPLETE_POSTGRES, _RELEASE_POSTGRES, BulkWrite
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
 from tests.store import factories
 from tests.store.factories import CONTRACT_HASH, T0
+from tests.store.generic_plans import generic_plan
 
 KEY_COLUMNS = (
     "request_digest, state, response_status, CAST(response_body AS TEXT), "
@@ -206,19 +205,6 @@ async def test_key_writes_on_postgresql_find_their_key_through_the_primary_key_i
     """psycopg prepares a statement run often on one connection, and the server may
     keep a generic plan made while the table was empty: even that plan must find
     the key through the primary key (a scan would grow with every key stored)."""
-    await upgrade_database(postgres_url)
-    engine = create_database_engine(postgres_url)
-    numbered = statement
-    for index in range(1, statement.count("%s") + 1):
-        numbered = numbered.replace("%s", f"${index}", 1)
-    try:
-        async with engine.connect() as connection:
-            await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
-            await connection.exec_driver_sql(f"PREPARE probe({types}) AS {numbered}")
-            result = await connection.exec_driver_sql(f"EXPLAIN EXECUTE probe({arguments})")
-            plan = "\n".join(row[0] for row in result.all())
-            await connection.rollback()
-    finally:
-        await engine.dispose()
+    plan = await generic_plan(postgres_url, statement, types, arguments)
     assert "Index Scan using pk_idempotency_keys" in plan, plan
     assert "Seq Scan" not in plan, plan
