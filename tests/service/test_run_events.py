@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.service.run_events import RunEventHub
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories.receipts import ReceiptRepository
-from tests.writer_support import engine_with_a_run, succeeded_receipt
+from tests.writer_support import succeeded_receipt
 
 
 def row(run_id: str, seq: int) -> dict[str, Any]:
@@ -53,12 +52,6 @@ async def test_a_quiet_wait_times_out_and_close_wakes_everyone() -> None:
         assert subscription.closed
     with hub.subscribe("r1") as late:
         assert late.closed
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    async with engine_with_a_run(database_url) as engine:
-        yield engine
 
 
 async def test_the_writer_publishes_committed_rows_as_stored(engine: AsyncEngine) -> None:

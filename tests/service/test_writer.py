@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,16 +22,9 @@ from tests.observability.metrics_reading import value
 from tests.writer_support import (
     HASH,
     CommitCounter,
-    engine_with_a_run,
     running_writer,
     succeeded_receipt,
 )
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    async with engine_with_a_run(database_url) as engine:
-        yield engine
 
 
 async def test_concurrent_receipts_share_commits_and_each_waits_for_its_own(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,15 +18,9 @@ from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.models import AuditEvent as AuditRow
 from app.store.repositories.audit import AuditRepository, StoredAuditEvent
-from tests.writer_support import RUN_ID, engine_with_a_run
+from tests.writer_support import RUN_ID
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    async with engine_with_a_run(database_url) as engine:
-        yield engine
 
 
 def started(number: int, *, run_id: str = RUN_ID, at: datetime | None = None) -> AuditEvent:

@@ -4,7 +4,6 @@ their ends, freed after a 503."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,17 +15,10 @@ from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, Idempoten
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.writer_support import (
-    engine_with_a_run,
     running_writer,
     started_run,
     succeeded_receipt,
 )
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    async with engine_with_a_run(database_url) as engine:
-        yield engine
 
 
 def run_row(run_id: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ one that ends a lone run, never one shared by runs or written while others are o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,17 +16,10 @@ from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.receipts import ReceiptRepository
 from tests.writer_support import (
     RUN_ID,
-    engine_with_a_run,
     running_writer,
     started_run,
     succeeded_receipt,
 )
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    async with engine_with_a_run(database_url) as engine:
-        yield engine
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.store.database import create_database_engine, create_session_factory
+from app.store.database import create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.models import IdempotencyKey, Run
 from app.store.repositories import ReceiptRepository, RunRepository
@@ -34,11 +33,9 @@ BUSY_TIMEOUT_MS = 5000  # `app.store.database.SQLITE_PRAGMAS`
 
 
 @pytest.fixture
-async def engine(sqlite_url: str) -> AsyncIterator[AsyncEngine]:
-    await upgrade_database(sqlite_url)
-    engine = create_database_engine(sqlite_url)
-    yield engine
-    await engine.dispose()
+def database_url(sqlite_url: str) -> str:
+    """SQLite only (the store's `engine` fixture runs on it): the loop's thread is SQLite's path."""
+    return sqlite_url
 
 
 @pytest.fixture
