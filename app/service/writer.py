@@ -173,7 +173,7 @@ class GroupCommitWriter:
         sessions: async_sessionmaker[AsyncSession],
         *,
         linger_s: float = 0.002,
-        linger_min_open_runs: int = 2,
+        linger_min_open_runs: int = 5,
         max_batch: int = 1000,
         max_backlog: int = 100_000,
         turn_every: int = 100,

@@ -221,7 +221,7 @@ async def test_a_lone_run_does_not_wait_for_the_linger(engine: AsyncEngine) -> N
 
 
 async def test_the_linger_waits_while_another_run_is_open(engine: AsyncEngine) -> None:
-    async with running_writer(engine, linger_s=0.5) as writer:
+    async with running_writer(engine, linger_s=0.5, linger_min_open_runs=2) as writer:
         await writer.start_run(_run_row("first"))
         second = writer.start_run(_run_row("second"))
         await _turns(50)
