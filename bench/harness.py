@@ -36,7 +36,12 @@ def contract() -> Contract:
 class NullSinks:
     """The receipt and audit sinks with persistence taken out: each receipt's
     stored copy is still redacted, and, as the group-commit writer does, every
-    1,000 receipts share one future, resolved at once."""
+    1,000 receipts share one future, resolved at once.
+
+    A sink serves one event loop. It asks for the running loop only when it makes
+    a future, as the writer does: `asyncio.get_running_loop()` costs a system
+    call on CPython 3.11 (about 0.2 µs), which a check per receipt charged to
+    the engine's figure."""
 
     def __init__(self) -> None:
         self.receipts = 0
@@ -49,17 +54,13 @@ class NullSinks:
         receipt.redacted_parts()
         self.receipts += 1
         done = self._done
-        if done is None or self.receipts % 1000 == 0 or done.get_loop() is not _loop():
-            done = self._done = _loop().create_future()
+        if done is None or self.receipts % 1000 == 0:
+            done = self._done = asyncio.get_running_loop().create_future()
             done.set_result(None)
         return done
 
     def emit(self, event: AuditEvent) -> None:
         self.events += 1
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    return asyncio.get_running_loop()
 
 
 def engine(
