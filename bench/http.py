@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -64,7 +65,8 @@ def _tail(log: Path) -> str:
 
 
 @asynccontextmanager
-async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator[str]:
+async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator[tuple[str, int]]:
+    """The server's base URL and process id, once it answers `/healthz`."""
     process = _spawn(command, log)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -80,7 +82,7 @@ async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator
                 await asyncio.sleep(0.1)
             else:
                 raise RuntimeError("server did not start within 30 s")
-        yield base
+        yield base, process.pid
     finally:
         process.terminate()
         try:
@@ -94,7 +96,26 @@ _LATENCY = re.compile(r"^\s+(50|75|90|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def _wrk(url: str, script: Path, duration_s: int) -> dict[str, float]:
+def _cpu_ns(pid: int) -> dict[int, int]:
+    """Nanoseconds each thread of `pid` has run (Linux `schedstat`; empty elsewhere).
+    Exact where the tick-sampled `stat` counters that `top` reads are not: under
+    `wrk`, `top -H` read the event loop's thread as 99.9% busy while `schedstat`
+    read 82% (docs/benchmarks.md, section 4, twelfth round)."""
+    found: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _wrk(url: str, script: Path, duration_s: int, pid: int | None = None) -> dict[str, float]:
+    """One `wrk` run: requests/s and latency percentiles; with the server's `pid`,
+    also its CPU per request (all threads, µs) and how busy its event loop's
+    thread was (% of the run's wall time; the thread whose id is the pid)."""
+    before = _cpu_ns(pid) if pid is not None else {}
+    started = time.perf_counter_ns()
     done = subprocess.run(
         ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{duration_s}s", "--latency", "-s", str(script), url],
         capture_output=True,
@@ -105,9 +126,17 @@ def _wrk(url: str, script: Path, duration_s: int) -> dict[str, float]:
     out = done.stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(f"wrk saw errors:\n{out}")
+    elapsed = time.perf_counter_ns() - started
+    after = _cpu_ns(pid) if pid is not None else {}
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     latency = {f"p{m[0]}": float(m[1]) * _UNITS[m[2]] for m in _LATENCY.findall(out)}
-    return {"rps": rate, **latency}
+    figures = {"rps": rate, **latency}
+    answered = re.search(r"(\d+) requests in", out)
+    if pid is not None and pid in before and pid in after and answered is not None:
+        spent = sum(after[tid] - before.get(tid, 0) for tid in after)
+        figures["cpu"] = spent / int(answered.group(1)) / 1000
+        figures["loop"] = (after[pid] - before[pid]) / elapsed * 100
+    return figures
 
 
 # Each request under a key of its own, what an orchestrator that retries safely
@@ -136,13 +165,16 @@ def _script(directory: Path, name: str, body: str, *, new_keys: bool = False) ->
 
 
 async def _round(
-    bases: dict[str, str], scripts: dict[str, Path], plans: dict[str, tuple[str, str]]
+    servers: dict[str, tuple[str, int]],
+    scripts: dict[str, Path],
+    plans: dict[str, tuple[str, str]],
 ) -> dict[str, dict[str, float]]:
     """One wrk run per subject; `plans` maps subject -> (server, script)."""
     results = {}
     for subject, (server, script) in plans.items():
-        url = f"{bases[server]}/plans/sequential"
-        results[subject] = await asyncio.to_thread(_wrk, url, scripts[script], DURATION_S)
+        base, pid = servers[server]
+        url = f"{base}/plans/sequential"
+        results[subject] = await asyncio.to_thread(_wrk, url, scripts[script], DURATION_S, pid)
     return results
 
 
@@ -198,28 +230,28 @@ async def _compare(
         "ten-call plan": ("ours", "ten"),
         "one-call plan, Idempotency-Key": ("ours", "keyed"),
     }
-    samples: dict[str, dict[str, Sample]] = {
-        subject: {"rps": Sample("req/s"), "p50": Sample("ms"), "p99": Sample("ms")}
-        for subject in plans
-    }
+    units = {"rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy"}
+    samples: dict[str, dict[str, Sample]] = {subject: {} for subject in plans}
     async with (
-        _server(floor_command, floor_port, directory / "floor.log") as floor_base,
-        _server(our_command, our_port, directory / f"ours-{name}.log") as our_base,
+        _server(floor_command, floor_port, directory / "floor.log") as floor_server,
+        _server(our_command, our_port, directory / f"ours-{name}.log") as our_server,
     ):
-        bases = {"floor": floor_base, "ours": our_base}
+        servers = {"floor": floor_server, "ours": our_server}
         for server, script in (
             ("floor", "one"),
             ("ours", "one"),
             ("ours", "ten"),
             ("ours", "keyed"),
         ):
-            await asyncio.to_thread(_wrk, f"{bases[server]}/plans/sequential", scripts[script], 2)
+            base = servers[server][0]
+            await asyncio.to_thread(_wrk, f"{base}/plans/sequential", scripts[script], 2)
         for index in range(ROUNDS):
             order = list(plans)[index % len(plans) :] + list(plans)[: index % len(plans)]
-            results = await _round(bases, scripts, {subject: plans[subject] for subject in order})
+            results = await _round(servers, scripts, {subject: plans[subject] for subject in order})
             for subject, figures in results.items():
-                for key, sample in samples[subject].items():
-                    sample.values.append(figures[key])
+                for key, value in figures.items():
+                    if key in units:
+                        samples[subject].setdefault(key, Sample(units[key])).values.append(value)
     floor = samples["floor"]
     for subject, figures in samples.items():
         for key, sample in figures.items():
@@ -229,6 +261,9 @@ async def _compare(
         tail = ratios(samples[subject]["p99"], floor["p99"])
         section.samples[f"{name}: {subject} / floor req/s"] = throughput
         section.samples[f"{name}: {subject} / floor p99"] = tail
+        if "cpu" in samples[subject] and "cpu" in floor:
+            cpu = ratios(samples[subject]["cpu"], floor["cpu"])
+            section.samples[f"{name}: {subject} / floor CPU per request"] = cpu
         section.checks.append(
             Check(f"4 {subject} req/s vs floor, {name}", str(throughput), f"≥ {bound}x",
                   throughput.median >= bound)
