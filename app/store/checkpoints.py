@@ -66,6 +66,7 @@ class WalCheckpointer:
         self._long = False
         self.passes = 0
         self.caught_up = 0  # passes a writer waited for
+        self.busy_passes = 0  # passes that found another connection checkpointing
         self.failures = 0
         self.last: CheckpointPass | None = None
 
@@ -171,6 +172,19 @@ class WalCheckpointer:
                 logger.warning("WAL checkpoint failed (%d so far): %s", self.failures, exc)
             return True
         if wal_frames < 0:
+            if busy:
+                # Another connection holds the checkpoint lock (a commit past its own
+                # bound, or another process): SQLite read nothing and reports -1, as
+                # it does for a database not in WAL mode. The next pass tries again.
+                self.busy_passes += 1
+                self._long = False
+                if self.busy_passes == 1 or self.busy_passes % 1000 == 0:
+                    logger.info(
+                        "WAL checkpoint pass found another connection checkpointing "
+                        "(%d so far); the next pass tries again",
+                        self.busy_passes,
+                    )
+                return True
             logger.info("WAL checkpointer stopped: %s is not in WAL mode", self._path)
             return False
         self.passes += 1

@@ -185,6 +185,64 @@ async def test_a_database_not_in_wal_mode_ends_the_thread(
     assert not checkpointer.running
 
 
+async def test_a_pass_that_finds_another_connection_checkpointing_is_survived(
+    idle_checkpointer: tuple[WalCheckpointer, sqlite3.Connection],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # SQLite answers a pass that cannot take the checkpoint lock with (1, -1, -1),
+    # the -1s it also gives for a database not in WAL mode; read as the latter, the
+    # thread ended and commits checkpointed in the writer's transactions from then on.
+    checkpointer, writer = idle_checkpointer
+    path = tmp_path / "wal.db"
+    _write_pages(writer, 20)
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
+    probe = sqlite3.connect(path, isolation_level=None, timeout=0)
+    full: asyncio.Future[tuple[int, int, int]] | None = None
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot to wait for
+        _write_pages(writer, 20)
+        # A FULL checkpoint takes the lock, then waits for the reader's snapshot.
+        full = asyncio.get_running_loop().run_in_executor(
+            None, lambda: other.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+        )
+        # Probed sparingly: each probe takes the lock for a moment, and one taken
+        # every few milliseconds could keep the FULL checkpoint from ever having it.
+        for _ in range(200):  # a bound on the wait, not a timing assertion
+            await asyncio.sleep(0.05)
+            if probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone() == (1, -1, -1):
+                break
+        else:
+            raise AssertionError("never: another connection holding the checkpoint lock")
+
+        with caplog.at_level(logging.INFO, "toolloop.store.checkpoints"):
+            await checkpointer.catch_up()
+
+        assert checkpointer.busy_passes == 1
+        assert "found another connection checkpointing (1 so far)" in caplog.text
+        assert "not in WAL mode" not in caplog.text
+        assert checkpointer.running
+        assert not checkpointer.wal_is_long
+        reader.execute("COMMIT")
+        assert (await full)[0] == 0
+        _write_pages(writer, 1)
+        await checkpointer.catch_up()
+        assert checkpointer.last is not None
+        assert checkpointer.last.wal_frames == checkpointer.last.copied_frames >= 1
+        assert checkpointer.running
+    finally:
+        # The FULL checkpoint ends once the reader's snapshot does: only then may its
+        # connection close (closing it under a running statement would crash).
+        if reader.in_transaction:
+            reader.execute("COMMIT")
+        if full is not None:
+            await full
+        for connection in (reader, other, probe):
+            connection.close()
+
+
 async def test_a_failing_pass_is_counted_logged_and_survived(
     tmp_path: Path, started: list[WalCheckpointer], caplog: pytest.LogCaptureFixture
 ) -> None:
