@@ -13,7 +13,7 @@ from app.contract import Contract, load_contract
 from app.engine.engine import Engine
 from app.engine.parallel import ParallelOutcome
 from app.engine.plan import Lane, ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
-from app.engine.ports import AuditEvent, CachedOutput, CacheStore, ReceiptSink
+from app.engine.ports import AuditEvent, AuditSink, CachedOutput, CacheStore, ReceiptSink
 from app.engine.preflight import preflight_parallel, preflight_sequential
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
@@ -67,9 +67,15 @@ def engine(
     built: Contract,
     sink: ReceiptSink | None = None,
     cache: CacheStore | None = None,
+    audit: AuditSink | None = None,
 ) -> Engine:
     null = NullSinks()
-    return Engine(built, receipts=sink if sink is not None else null, audit=null, cache=cache)
+    return Engine(
+        built,
+        receipts=sink if sink is not None else null,
+        audit=audit if audit is not None else null,
+        cache=cache,
+    )
 
 
 def identity(built: Contract) -> RunIdentity:

@@ -28,7 +28,6 @@ from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.engine import Engine
 from app.engine.ids import new_receipt_id
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
@@ -56,7 +55,7 @@ async def _receipts(built: Contract, count: int) -> tuple[list[Receipt], list[di
     """A plan's receipts, and its audit rows as the writer stores them when a
     call's two events share a transaction (one row per call)."""
     sink, events = MemoryReceiptSink(), MemoryAuditSink()
-    runner = Engine(built, receipts=sink, audit=events)
+    runner = harness.engine(built, sink, audit=events)
     plan, admitted = harness.sequential_plan(built, "noop", count)
     await harness.run_sequential(runner, built, plan, admitted)
     await runner.aclose()
