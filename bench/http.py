@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -164,6 +164,23 @@ def _script(directory: Path, name: str, body: str, *, new_keys: bool = False) ->
     return path
 
 
+# Our server with its plan route cut short (`bench/stage_server.py`), by subject:
+# with the floor's CPU per request beside them, where a one-call request's CPU goes.
+_STAGES = {
+    "read-quiet": "stage: body read, access line off",
+    "read": "stage: body read",
+    "parsed": "stage: plan parsed",
+}
+
+
+def _serve_args(port: int, database_url: str) -> list[str]:
+    """`toolloop serve`'s arguments for a benchmark server."""
+    return [
+        "serve", "--registry", str(harness.REGISTRY), "--host", "127.0.0.1",
+        "--port", str(port), "--database-url", database_url,
+    ]  # fmt: skip
+
+
 async def _round(
     servers: dict[str, tuple[str, int]],
     scripts: dict[str, Path],
@@ -199,8 +216,9 @@ async def measure() -> Section:
         elif unavailable is not None:
             section.notes.append(unavailable)
         try:
-            for name, url in databases_to_use:
-                await _compare(section, python, directory, scripts, name, url)
+            for index, (name, url) in enumerate(databases_to_use):
+                # The stages stop before the database: measured beside the first one only.
+                await _compare(section, python, directory, scripts, name, url, stages=index == 0)
         finally:
             if postgres is not None and len(databases_to_use) > 1:
                 await postgres.__aexit__(None, None, None)
@@ -214,35 +232,44 @@ async def _compare(
     scripts: dict[str, Path],
     name: str,
     url: str,
+    *,
+    stages: bool,
 ) -> None:
     floor_port, our_port = _free_port(), _free_port()
     floor_command = [
         python, "-m", "uvicorn", "bench.floor_app:app", "--host", "127.0.0.1",
         "--port", str(floor_port), "--no-access-log", "--log-level", "warning",
     ]  # fmt: skip
-    our_command = [
-        python, "-m", "app.cli", "serve", "--registry", str(harness.REGISTRY),
-        "--host", "127.0.0.1", "--port", str(our_port), "--database-url", url,
-    ]  # fmt: skip
+    our_command = [python, "-m", "app.cli", *_serve_args(our_port, url)]
     plans = {
         "floor": ("floor", "one"),
         "one-call plan": ("ours", "one"),
         "ten-call plan": ("ours", "ten"),
         "one-call plan, Idempotency-Key": ("ours", "keyed"),
     }
+    staged = {subject: (stage, "one") for stage, subject in _STAGES.items()} if stages else {}
+    plans.update(staged)
     units = {"rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy"}
     samples: dict[str, dict[str, Sample]] = {subject: {} for subject in plans}
-    async with (
-        _server(floor_command, floor_port, directory / "floor.log") as floor_server,
-        _server(our_command, our_port, directory / f"ours-{name}.log") as our_server,
-    ):
-        servers = {"floor": floor_server, "ours": our_server}
-        for server, script in (
-            ("floor", "one"),
-            ("ours", "one"),
-            ("ours", "ten"),
-            ("ours", "keyed"),
-        ):
+    async with AsyncExitStack() as running:
+        servers = {
+            "floor": await running.enter_async_context(
+                _server(floor_command, floor_port, directory / "floor.log")
+            ),
+            "ours": await running.enter_async_context(
+                _server(our_command, our_port, directory / f"ours-{name}.log")
+            ),
+        }
+        for stage, _ in staged.values():
+            port = _free_port()
+            # A database of its own: the stages answer before using it, but the
+            # runtime still opens it (migrations, heartbeats, checkpoints).
+            stage_url = f"sqlite+aiosqlite:///{directory / f'stage-{stage}.db'}"
+            command = [python, "-m", "bench.stage_server", stage, *_serve_args(port, stage_url)]
+            servers[stage] = await running.enter_async_context(
+                _server(command, port, directory / f"stage-{stage}.log")
+            )
+        for server, script in plans.values():
             base = servers[server][0]
             await asyncio.to_thread(_wrk, f"{base}/plans/sequential", scripts[script], 2)
         for index in range(ROUNDS):
@@ -253,8 +280,8 @@ async def _compare(
                     if key in units:
                         samples[subject].setdefault(key, Sample(units[key])).values.append(value)
     floor = samples["floor"]
-    for subject, figures in samples.items():
-        for key, sample in figures.items():
+    for subject, kept in samples.items():
+        for key, sample in kept.items():
             section.samples[f"{name}: {subject}: {key}"] = sample
     for subject, bound in (("one-call plan", 0.5), ("ten-call plan", 0.25)):
         throughput = ratios(samples[subject]["rps"], floor["rps"])
@@ -286,3 +313,15 @@ async def _compare(
             "a new one, as a client that retries safely sends",
         )
     )
+    if staged and "cpu" in floor:
+        ledger = [f"floor {floor['cpu'].median:,.0f}"]
+        for subject in (*staged, "one-call plan"):
+            if "cpu" in samples[subject]:
+                cpu = ratios(samples[subject]["cpu"], floor["cpu"])
+                section.samples[f"{name}: {subject} / floor CPU per request"] = cpu
+                ledger.append(f"{subject} {samples[subject]['cpu'].median:,.0f}")
+        section.notes.append(
+            f"{name}: a one-call request's CPU by stage, µs (medians; the stages are our "
+            "server with its plan route answering early, bench/stage_server.py): "
+            + "; ".join(ledger)
+        )
