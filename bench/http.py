@@ -5,6 +5,8 @@ turn by the same `wrk` run (32 connections, bounded in time). Ours answers a
 one-call and a ten-call sequential plan with durable receipts (SQLite, and
 PostgreSQL when available), and, for reference, the one-call plan under a new
 `Idempotency-Key` per request; the floor parses the same body and answers JSON.
+Beside the first database, our server with its plan route answering early
+(`bench.stage_server`) gives a one-call request's CPU stage by stage.
 """
 
 from __future__ import annotations
