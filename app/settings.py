@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # past twice that, a commit checkpoints itself (app.store.checkpoints).
     sqlite_checkpoint_interval_s: float = Field(default=0.05, ge=0)
     sqlite_wal_long_pages: int = Field(default=10_000, ge=500)
+    # SQLite files: the group commit's transactions are written by a process of
+    # their own (app.store.sqlite_writer); off, by a thread of this one.
+    sqlite_writer_process: bool = True
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
     # 0: a database that does not answer at start is a one-line error and exit 1.

@@ -36,13 +36,16 @@ from app.store.database import (
     create_database_engine,
     create_session_factory,
     create_writer_engine,
+    database_target,
     display_url,
     sqlite_file,
+    sqlite_pragmas,
 )
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.runs import RunRepository
+from app.store.sqlite_writer import SqliteWriterProcess, WriterProcessGone
 
 logger = logging.getLogger("toolloop.runtime")
 
@@ -66,6 +69,7 @@ class Runtime:
     runs: RunSupervisor
     idempotency: IdempotencyService
     checkpointer: WalCheckpointer | None = None  # SQLite files, when configured
+    sqlite_process: SqliteWriterProcess | None = None  # SQLite files, when configured
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def database_problem(self) -> str | None:
@@ -85,6 +89,8 @@ class Runtime:
         self.call_metrics.flush()
         await self.llm_http.aclose()
         await self.writer.aclose()
+        if self.sqlite_process is not None:
+            await self.sqlite_process.aclose()
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
@@ -119,6 +125,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
             )
         await _forget_dead_local_instances(sessions)
         await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
+        sqlite_process = await _sqlite_writer_process(settings, checkpointer)
     except BaseException:
         await database.dispose()
         raise
@@ -129,6 +136,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         linger_min_open_runs=settings.group_commit_linger_min_open_runs,
         max_stored_output_bytes=settings.max_stored_output_bytes,
         wal=checkpointer,
+        sqlite_process=sqlite_process,
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
@@ -180,6 +188,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
             sessions, settings.idempotency_ttl_s, writer, answering=answering
         ),
         checkpointer=checkpointer,
+        sqlite_process=sqlite_process,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(
@@ -192,6 +201,21 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         checkpointer.start()  # after the migration: it opens the database file, never creates it
     logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
     return runtime
+
+
+async def _sqlite_writer_process(
+    settings: Settings, checkpointer: WalCheckpointer | None
+) -> SqliteWriterProcess | None:
+    path = sqlite_file(settings.database_url)
+    if path is None or not settings.sqlite_writer_process:
+        return None
+    bound = None if checkpointer is None else checkpointer.commit_bound_pages
+    process = SqliteWriterProcess(path, sqlite_pragmas(bound))
+    try:
+        await process.start()
+    except WriterProcessGone as exc:
+        raise DatabaseUnavailable(database_target(settings.database_url), str(exc)) from exc
+    return process
 
 
 def _wal_checkpointer(settings: Settings) -> WalCheckpointer | None:

@@ -51,13 +51,22 @@ nothing else; each claim learns from a future of its own whether it claimed.
 The key's answer can join the transaction of the run's end (`end_run_with`),
 so the two commit together.
 
-On SQLite the batch that ends a lone run (no other run open, none other in the
-batch, at most `HERE_MAX_ROWS` rows) is written on the event loop's thread
-instead of aiosqlite's (`BulkWrite.execute(on_this_thread=True)`): its request
-waits for it, the loop has nothing else to run meanwhile, and a hand-off to
-that thread and back costs two thread wake-ups. Under load, batches hold
-several runs and go to aiosqlite's thread, where SQLite's C code runs beside
-the loop's Python.
+On a SQLite file the service's writer sends each batch to the SQLite writer
+process (`sqlite_process`, `app.store.sqlite_writer`), which runs the
+statements and the commit with its own interpreter, on the other core, while
+the loop goes on; a batch that also replaces stored receipts or writes cache
+entries is written here, on the shared connection. A process that ends with
+a batch in flight counts as a dropped connection: the batch is retried,
+after a look for its first row (it may have committed).
+
+Without that process (`TOOLLOOP_SQLITE_WRITER_PROCESS=false`) the batch that
+ends a lone run (no other run open, none other in the batch, at most
+`HERE_MAX_ROWS` rows) is written on the event loop's thread instead of
+aiosqlite's (`BulkWrite.execute(on_this_thread=True)`): its request waits for
+it, the loop has nothing else to run meanwhile, and a hand-off to that thread
+and back costs two thread wake-ups. Under load, batches hold several runs and
+go to aiosqlite's thread, where SQLite's C code takes turns with the loop's
+Python for the GIL.
 
 A resumed run's receipt for a call whose stored receipt had not succeeded
 replaces that row in place (`supersede`); the replaced receipt is kept as an
@@ -86,6 +95,7 @@ from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
+from app.store.sqlite_writer import SqliteWriterProcess
 
 logger = logging.getLogger("toolloop.writer")
 
@@ -179,9 +189,11 @@ class GroupCommitWriter:
         turn_every: int = 100,
         max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
         wal: WalKeeper | None = None,
+        sqlite_process: SqliteWriterProcess | None = None,
     ) -> None:
         self._sessions = sessions
         self._wal = wal
+        self._process = sqlite_process
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._linger_min_open_runs = max(2, linger_min_open_runs)
@@ -573,7 +585,9 @@ class GroupCommitWriter:
         for row in rows:
             row.setdefault("created_at", created_at)
         inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
-        lone = self._lone(rows, run_starts, run_ends, claimed_runs, len(audit))
+        lone = self._process is None and self._lone(
+            rows, run_starts, run_ends, claimed_runs, len(audit)
+        )
         attempts = 0
         won: set[str] = set()
 
@@ -617,15 +631,18 @@ class GroupCommitWriter:
                     await session.commit()
                     return
                 # Every row of the batch, and the commit, in one driver round trip.
-                await (
+                batch = (
                     first.add_runs(run_starts)
                     .add_receipts(inserts)
                     .finish_runs(run_ends)
                     .add_audit(audit)
                     .complete_keys(completions)
                     .release_keys(releases)
-                    .execute(session, commit=True, on_this_thread=lone)
                 )
+                if self._process is not None:
+                    await batch.execute_in(self._process)
+                else:
+                    await batch.execute(session, commit=True, on_this_thread=lone)
 
         try:
             # A short outage (a database restart) delays the batch instead of losing it.

@@ -138,6 +138,14 @@ def sqlite_file(url: str | URL) -> Path | None:
     return Path(str(parsed.database))
 
 
+def sqlite_pragmas(wal_autocheckpoint: int | None = None) -> list[str]:
+    """The pragmas every connection to a SQLite file gets (`create_database_engine`)."""
+    pragmas = list(SQLITE_PRAGMAS)
+    if wal_autocheckpoint is not None:
+        pragmas.append(f"wal_autocheckpoint={int(wal_autocheckpoint)}")
+    return pragmas
+
+
 def _bind_none_as_is(value: None) -> None:
     return value
 
@@ -169,9 +177,7 @@ def _sqlite_engine(
         connect_args={"check_same_thread": False},
         **options,
     )
-    pragmas = list(SQLITE_PRAGMAS)
-    if wal_autocheckpoint is not None:
-        pragmas.append(f"wal_autocheckpoint={int(wal_autocheckpoint)}")
+    pragmas = sqlite_pragmas(wal_autocheckpoint)
 
     def apply_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()

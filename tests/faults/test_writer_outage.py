@@ -26,8 +26,8 @@ from app.service.idempotency import (
 from app.service.outage import is_transient, retry_transient
 from app.service.run_records import NOT_RUN, record_run_start, run_end, run_start_row
 from app.service.writer import GroupCommitWriter
+from app.store import sqlite_statements
 from app.store.database import create_session_factory, create_writer_engine
-from app.store.repositories import bulk
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -257,12 +257,12 @@ async def test_a_batch_whose_commit_fails_in_the_driver_is_rolled_back_and_retri
     if engine.dialect.name != "sqlite":
         pytest.skip("the driver-level commit in aiosqlite's thread is SQLite's")
     failures: list[str] = []
-    original = bulk._executemany_all
+    original = sqlite_statements.execute_all
 
     def flaky(conn: sqlite3.Connection, *args: Any) -> None:
         original(_CommitFailsOnce(conn, failures), *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bulk, "_executemany_all", flaky)
+    monkeypatch.setattr(sqlite_statements, "execute_all", flaky)
     writer = GroupCommitWriter(create_session_factory(engine))
     writer.start()
     try:
@@ -290,14 +290,14 @@ async def test_a_lone_run_s_end_whose_commit_fails_on_the_loop_s_thread_is_writt
     if engine.dialect.name != "sqlite":
         pytest.skip("the batch that ends a lone run is written on the loop's thread on SQLite")
     failures: list[str] = []
-    original = bulk._executemany_all
+    original = sqlite_statements.execute_all
 
     def flaky(conn: sqlite3.Connection, *args: Any) -> None:
         original(_CommitFailsOnce(conn, failures, code), *args)  # type: ignore[arg-type]
 
     async with running_writer(engine) as writer:
         await writer.start_run(run_start_row(run_id="lone", **RUN_ROW))
-        monkeypatch.setattr(bulk, "_executemany_all", flaky)
+        monkeypatch.setattr(sqlite_statements, "execute_all", flaky)
         sent = note_thread_calls(monkeypatch)
         durable = writer.submit(succeeded_receipt(0, {"n": 0})._replace(run_id="lone"))
         ended = writer.end_run_with([durable], run_end("lone", status="succeeded", call_count=1))

@@ -1,7 +1,9 @@
-"""The runtime's SQLite WAL checkpointer: started with the service, stopped with it."""
+"""The runtime's SQLite WAL checkpointer and writer process: started with the
+service, stopped with it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -58,10 +60,53 @@ async def test_no_checkpointer_when_its_interval_is_zero(sqlite_url: str) -> Non
 
 
 @pytest.mark.postgres
-async def test_postgresql_has_no_checkpointer(postgres_url: str) -> None:
+async def test_postgresql_has_no_checkpointer_and_no_writer_process(postgres_url: str) -> None:
     settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=postgres_url)
     async with _running(settings) as (runtime, _client):
         assert runtime.checkpointer is None
+        assert runtime.sqlite_process is None
+
+
+def _arguments(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
+PLAN = {
+    "owner": "text-worker",
+    "calls": [{"call_key": "a", "tool": "word_count", "args": {"text": "a b c"}}],
+}
+
+
+async def test_a_sqlite_file_gets_a_writer_process_for_the_life_of_the_service(
+    sqlite_url: str,
+) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, sqlite_wal_long_pages=600
+    )
+    async with _running(settings) as (runtime, client):
+        process = runtime.sqlite_process
+        assert process is not None
+        assert runtime.writer._process is process
+        pid = process.pid
+        assert pid is not None
+        assert pid != os.getpid()
+        assert "wal_autocheckpoint=1200" in _arguments(pid)  # the same safety net as ours
+        response = await client.post("/plans/sequential", json=PLAN)
+        assert response.status_code == 200
+        assert process.commits >= 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_no_writer_process_when_switched_off(sqlite_url: str) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, sqlite_writer_process=False
+    )
+    async with _running(settings) as (runtime, client):
+        assert runtime.sqlite_process is None
+        assert runtime.writer._process is None
+        response = await client.post("/plans/sequential", json=PLAN)
+        assert response.status_code == 200
 
 
 async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:

@@ -85,3 +85,19 @@ def receipt_row(run_id: str, seq: int, **overrides: Any) -> dict[str, Any]:
     }
     row.update(overrides)
     return row
+
+
+def key_row(key: str, run_id: str, *, caller: str = "ops") -> dict[str, Any]:
+    """An idempotency key held for a day from now by `run_id` (for bulk claims)."""
+    now = datetime.now(UTC)
+    return {
+        "caller": caller,
+        "key": key,
+        "request_digest": "d",
+        "state": "in_progress",
+        "response_status": None,
+        "response_body": None,
+        "run_id": run_id,
+        "created_at": now,
+        "expires_at": now + timedelta(days=1),
+    }

@@ -7,7 +7,9 @@ dictionaries, compiled-statement bookkeeping), which cost more than the
 database itself. Here rows become plain tuples once and go to the driver in
 one call:
 
-- SQLite: one `executemany` (sqlite3 binds and steps the rows in C);
+- SQLite: one `executemany` (sqlite3 binds and steps the rows in C), in
+  aiosqlite's thread or, through `execute_in`, in the SQLite writer process
+  (`app.store.sqlite_writer`);
 - PostgreSQL: one `INSERT ... SELECT ... FROM json_populate_recordset(...)`
   whose only parameter is the whole batch as one JSON array, written by
   orjson in C: the server parses and inserts it on its own core, and Python
@@ -45,8 +47,11 @@ from sqlalchemy import JSON, ColumnDefault, Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from app.store import sqlite_statements
 from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt, Run
 from app.store.serialization import dumps
+from app.store.sqlite_statements import CLAIM_STATEMENT, SqliteClaims, SqliteStatement
+from app.store.sqlite_writer import SqliteWriterProcess, StatementFailed, WriterProcessGone
 from app.store.types import UtcDateTime
 
 
@@ -492,11 +497,33 @@ class BulkWrite:
             if sync is not None:
                 sync.dispatch.commit(sync)
 
-    async def _sqlite(
-        self, session: AsyncSession, connection: AsyncConnection, commit: bool, *, here: bool
-    ) -> None:
-        rendered = session.info.setdefault(_TIMES, {})
-        statements: list[_SqliteStatement] = []
+    async def execute_in(self, process: SqliteWriterProcess) -> None:
+        """On SQLite, through the writer process: the statements and their commit
+        in its transaction (`execute` with `commit=True`, on its connection).
+        A process that ended while the batch was in flight raises `DBAPIError`
+        with `connection_invalidated` set: the batch may or may not have committed."""
+        if not self._steps:
+            return
+        statements = self._sqlite_statements({})
+        try:
+            await process.execute(statements, commit=True)
+        except StatementFailed as exc:
+            raise DBAPIError.instance(
+                exc.statement or CLAIM_STATEMENT, None, exc.error, sqlite3.Error
+            ) from exc
+        except WriterProcessGone as exc:
+            raise DBAPIError.instance(
+                "COMMIT",
+                None,
+                sqlite3.OperationalError(str(exc)),
+                sqlite3.Error,
+                connection_invalidated=True,
+            ) from exc
+
+    def _sqlite_statements(
+        self, rendered: dict[int, tuple[datetime, str]]
+    ) -> list[SqliteStatement]:
+        statements: list[SqliteStatement] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 encoded = _encode(step.layout, step.rows, sqlite=True, rendered=rendered)
@@ -507,11 +534,21 @@ class BulkWrite:
                 keys = _encode(_layout_of(IdempotencyKey), step.key_rows, sqlite=True)
                 runs = _encode(_layout_of(Run), step.run_rows, sqlite=True, rendered=rendered)
                 ids = [row["id"] for row in step.run_rows]
-                statements.append(_SqliteClaims(keys, runs, ids, step.won))
+                statements.append(
+                    SqliteClaims(
+                        keys, runs, ids, step.won, _claim_sqlite(), _layout_of(Run).insert_sql
+                    )
+                )
             elif isinstance(step, _Complete):
                 statements.append((_COMPLETE_SQLITE, _completions(step.rows)))
             else:
                 statements.append((_RELEASE_SQLITE, _releases(step.rows)))
+        return statements
+
+    async def _sqlite(
+        self, session: AsyncSession, connection: AsyncConnection, commit: bool, *, here: bool
+    ) -> None:
+        statements = self._sqlite_statements(session.info.setdefault(_TIMES, {}))
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection
         assert isinstance(driver, aiosqlite.Connection)
@@ -522,11 +559,11 @@ class BulkWrite:
         try:
             if not (here and _executemany_here(driver._conn, statements, failed)):
                 await driver._execute(  # type: ignore[no-untyped-call]
-                    _executemany_all, driver._conn, statements, failed, commit
+                    sqlite_statements.execute_all, driver._conn, statements, failed, commit
                 )
         except sqlite3.Error as exc:
             raise DBAPIError.instance(
-                failed[0] if failed else _CLAIM_STATEMENT,
+                failed[0] if failed else CLAIM_STATEMENT,
                 None,
                 exc,
                 sqlite3.Error,
@@ -635,46 +672,8 @@ class _Sent:
     many: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _SqliteClaims:
-    keys: list[tuple[Any, ...]]
-    runs: list[tuple[Any, ...]]
-    run_ids: list[str]
-    won: set[str]
-
-
-_SqliteStatement = tuple[str, list[tuple[Any, ...]]] | _SqliteClaims
-_CLAIM_STATEMENT = "claiming idempotency keys"
-
-
-def _executemany_all(
-    conn: sqlite3.Connection,
-    statements: Sequence[_SqliteStatement],
-    failed: list[str],
-    commit: bool,
-) -> None:
-    """In aiosqlite's thread: every statement, in order, in the open transaction;
-    then, with `commit`, the commit (or, on any failure, the rollback)."""
-    try:
-        for statement in statements:
-            if isinstance(statement, _SqliteClaims):
-                failed[:] = [_CLAIM_STATEMENT]
-                _claim_all(conn, statement)
-                continue
-            sql, rows = statement
-            failed[:] = [sql]
-            conn.executemany(sql, rows)
-        if commit:
-            failed[:] = ["COMMIT"]
-            conn.commit()
-    except BaseException:
-        if commit:
-            conn.rollback()
-        raise
-
-
 def _executemany_here(
-    conn: sqlite3.Connection, statements: Sequence[_SqliteStatement], failed: list[str]
+    conn: sqlite3.Connection, statements: Sequence[SqliteStatement], failed: list[str]
 ) -> bool:
     """`_executemany_all` with its commit on the calling thread, never waiting for
     another connection's lock: False, with the transaction rolled back and nothing
@@ -687,31 +686,18 @@ def _executemany_here(
     patience = conn.execute("PRAGMA busy_timeout").fetchone()[0]
     conn.execute("PRAGMA busy_timeout = 0")
     try:
-        _executemany_all(conn, statements, failed, True)
+        sqlite_statements.execute_all(conn, statements, failed, True)
     except sqlite3.OperationalError as exc:
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
         if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             raise
         for statement in statements:
-            if isinstance(statement, _SqliteClaims):
+            if isinstance(statement, SqliteClaims):
                 statement.won.clear()  # claimed in the transaction rolled back
         return False
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(patience)}")
     return True
-
-
-def _claim_all(conn: sqlite3.Connection, claims: _SqliteClaims) -> None:
-    """Each key's upsert returns its run's id when it claimed the key; those runs are
-    inserted (sqlite3's `executemany` takes no statement that returns rows)."""
-    claim_sql = _claim_sqlite()
-    inserted, won = [], []
-    for key, run, run_id in zip(claims.keys, claims.runs, claims.run_ids, strict=True):
-        if conn.execute(claim_sql, key).fetchone() is not None:
-            inserted.append(run)
-            won.append(run_id)
-    conn.executemany(_layout_of(Run).insert_sql, inserted)
-    claims.won.update(won)
 
 
 def _completions(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:

@@ -7,7 +7,6 @@ import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 import pytest
@@ -20,14 +19,15 @@ from app.store.models import IdempotencyKey, Run
 from app.store.repositories import ReceiptRepository, RunRepository
 from app.store.repositories.bulk import (
     BulkWrite,
+    _claim_sqlite,
     _encode,
     _executemany_here,
     _layout_of,
-    _SqliteClaims,
 )
 from app.store.repositories.idempotency import IdempotencyRepository
+from app.store.sqlite_statements import SqliteClaims
 from tests.aiosqlite_support import note_thread_calls
-from tests.store.factories import create_run, receipt_row, run_row
+from tests.store.factories import create_run, key_row, receipt_row, run_row
 
 BUSY_TIMEOUT_MS = 5000  # `app.store.database.SQLITE_PRAGMAS`
 
@@ -52,21 +52,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _key(name: str, run_id: str) -> dict[str, Any]:
-    now = datetime.now(UTC)
-    return {
-        "caller": "ops",
-        "key": name,
-        "request_digest": "d",
-        "state": "in_progress",
-        "response_status": None,
-        "response_body": None,
-        "run_id": run_id,
-        "created_at": now,
-        "expires_at": now + timedelta(days=1),
-    }
-
-
 async def _busy_timeout(session: AsyncSession) -> int:
     raw = await (await session.connection()).get_raw_connection()
     driver = raw.driver_connection
@@ -85,7 +70,7 @@ async def test_a_write_on_this_thread_stores_and_commits_without_aiosqlite_s_thr
     thread_calls.clear()
     async with sessions() as session:
         write = BulkWrite()
-        won = write.claim_runs([_key("k", "run-2")], [run_row("run-2")])
+        won = write.claim_runs([key_row("k", "run-2")], [run_row("run-2")])
         await (
             write.add_receipts([receipt_row("run-1", 0)])
             .finish_runs([{"run_id": "run-1", "status": "succeeded", "finished_at": _now()}])
@@ -114,7 +99,7 @@ async def test_without_a_commit_the_write_stays_on_aiosqlite_s_thread(
             .add_receipts([receipt_row("run-1", 0)])
             .execute(session, on_this_thread=True)
         )
-    assert thread_calls[0] == "_executemany_all"
+    assert thread_calls[0] == "execute_all"
 
 
 async def test_a_failure_on_this_thread_is_a_sqlalchemy_error_and_leaves_nothing(
@@ -130,7 +115,7 @@ async def test_a_failure_on_this_thread_is_a_sqlalchemy_error_and_leaves_nothing
                 .add_receipts([receipt_row("no-such-run", 0)])
                 .execute(session, commit=True, on_this_thread=True)
             )
-    assert "_executemany_all" not in thread_calls  # not tried again there
+    assert "execute_all" not in thread_calls  # not tried again there
     async with sessions() as session:
         assert await RunRepository(session).get("run-2") is None
         assert await _busy_timeout(session) == BUSY_TIMEOUT_MS
@@ -151,7 +136,7 @@ async def test_a_write_lock_held_elsewhere_sends_the_write_to_aiosqlite_s_thread
     other.execute("BEGIN IMMEDIATE")  # another process's writer, say, mid-transaction
 
     def lock_released_first(name: str) -> None:
-        if name == "_executemany_all":
+        if name == "execute_all":
             # The try on this thread gave up at once; aiosqlite's thread would wait
             # up to the busy timeout, so the lock goes away while it waits.
             threading.Timer(0.05, other.rollback).start()
@@ -160,13 +145,14 @@ async def test_a_write_lock_held_elsewhere_sends_the_write_to_aiosqlite_s_thread
     async with sessions() as session:
         write = BulkWrite()
         won = write.claim_runs(
-            [_key("held", "run-2"), _key("free", "run-3")], [run_row("run-2"), run_row("run-3")]
+            [key_row("held", "run-2"), key_row("free", "run-3")],
+            [run_row("run-2"), run_row("run-3")],
         )
         await write.add_receipts([receipt_row("run-1", 0)]).execute(
             session, commit=True, on_this_thread=True
         )
     other.close()
-    assert sent == ["_executemany_all"]
+    assert sent == ["execute_all"]
     assert won == {"run-3"}
     async with sessions() as session:
         assert [r.seq for r in await ReceiptRepository(session).list_for_run("run-1")] == [0]
@@ -186,11 +172,13 @@ async def test_claims_made_before_a_busy_commit_are_forgotten(sqlite_url: str) -
     reader = sqlite3.connect(path)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM runs").fetchone()  # holds its read lock
-    claims = _SqliteClaims(
-        _encode(_layout_of(IdempotencyKey), [_key("k", "run-2")], sqlite=True),
+    claims = SqliteClaims(
+        _encode(_layout_of(IdempotencyKey), [key_row("k", "run-2")], sqlite=True),
         _encode(_layout_of(Run), [run_row("run-2")], sqlite=True),
         ["run-2"],
         set(),
+        _claim_sqlite(),
+        _layout_of(Run).insert_sql,
     )
     try:
         assert not _executemany_here(ours, [claims], [])

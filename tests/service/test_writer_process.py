@@ -1,0 +1,154 @@
+"""The group commit on SQLite through the writer process: the same transactions,
+and a batch written exactly once when the process ends around its commit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.engine.ports import CachedOutput
+from app.service.run_records import run_end
+from app.store.database import create_session_factory, sqlite_pragmas
+from app.store.repositories.cache import CacheRepository
+from app.store.repositories.idempotency import IdempotencyRepository
+from app.store.repositories.receipts import ReceiptRepository
+from app.store.repositories.runs import RunRepository
+from app.store.sqlite_writer import SqliteWriterProcess, WriterProcessGone
+from tests.store.factories import key_row
+from tests.writer_support import (
+    HASH,
+    RUN_ID,
+    CommitCounter,
+    running_writer,
+    started_run,
+    succeeded_receipt,
+)
+
+
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """SQLite files only: the writer process is SQLite's."""
+    return sqlite_url
+
+
+@pytest.fixture
+async def process(sqlite_url: str, engine: AsyncEngine) -> AsyncIterator[SqliteWriterProcess]:
+    process = SqliteWriterProcess(Path(sqlite_url.split(":///", 1)[1]), sqlite_pragmas())
+    await process.start()
+    yield process
+    await process.aclose()
+
+
+async def _stored(engine: AsyncEngine, run_id: str = RUN_ID) -> list[tuple[str, int, Any]]:
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run(run_id)
+    return [(r.id, r.seq, r.output) for r in stored]
+
+
+async def test_runs_receipts_keys_and_ends_commit_in_the_process_together(
+    engine: AsyncEngine, process: SqliteWriterProcess
+) -> None:
+    here = CommitCounter(engine)
+    key = key_row("k", "run-2")
+    async with running_writer(engine, linger_s=0.005, sqlite_process=process) as writer:
+        claimed = writer.claim_run(key, started_run("run-2", caller="ops"))
+        receipts = [
+            writer.submit(succeeded_receipt(seq, {"n": seq})._replace(run_id="run-2"))
+            for seq in range(50)
+        ]
+        assert await claimed is True
+        await asyncio.gather(*receipts)
+        answer = {
+            "caller": "ops",
+            "key": "k",
+            "state": "completed",
+            "response_status": 200,
+            "response_body": {"ok": True},
+            "run_id": None,
+        }
+        ended = writer.end_run_with(
+            receipts, run_end("run-2", status="succeeded", call_count=50), answer
+        )
+        assert ended is not None
+        await ended
+    assert here.count == 0  # nothing committed through this process's connection
+    assert 1 <= process.commits < 10
+    assert [seq for _, seq, _ in await _stored(engine, "run-2")] == list(range(50))
+    async with create_session_factory(engine)() as session:
+        run = await RunRepository(session).get("run-2")
+        stored_key = await IdempotencyRepository(session).get("ops", "k")
+    assert run is not None
+    assert run.status == "succeeded"
+    assert stored_key is not None
+    assert (stored_key.state, stored_key.response_body) == ("completed", {"ok": True})
+
+
+async def test_a_batch_with_cache_entries_is_written_in_this_process(
+    engine: AsyncEngine, process: SqliteWriterProcess
+) -> None:
+    # Cache upserts and superseded receipts take statements of their own: such a
+    # batch stays on this process's connection, in one transaction.
+    here = CommitCounter(engine)
+    now = datetime.now(UTC)
+    entry = CachedOutput("sha256:" + "c" * 64, HASH, "t", {"n": 0}, "r0", now, None)
+    async with running_writer(engine, sqlite_process=process) as writer:
+        await writer.submit(succeeded_receipt(0, {"n": 0}), entry)
+    assert here.count == 1
+    assert process.commits == 0
+    async with create_session_factory(engine)() as session:
+        assert await CacheRepository(session).get(entry.fingerprint, HASH, now) is not None
+    assert await _stored(engine) == [("r0", 0, {"n": 0})]
+
+
+@pytest.mark.parametrize("ends", ["before its commit", "after its commit"])
+async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
+    engine: AsyncEngine,
+    process: SqliteWriterProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    ends: str,
+) -> None:
+    original = SqliteWriterProcess._exchange
+    ended: list[int] = []
+
+    async def ending(
+        self: SqliteWriterProcess, child: asyncio.subprocess.Process, payload: bytes
+    ) -> Any:
+        if ended:
+            return await original(self, child, payload)
+        ended.append(child.pid)
+        if ends == "before its commit":
+            child.kill()
+            await child.wait()
+            return await original(self, child, payload)
+        await original(self, child, payload)  # committed; the answer is lost
+        child.kill()
+        await child.wait()
+        raise WriterProcessGone("the SQLite writer process ended (killed)")
+
+    monkeypatch.setattr(SqliteWriterProcess, "_exchange", ending)
+    async with running_writer(engine, sqlite_process=process) as writer:
+        await asyncio.gather(*(writer.submit(succeeded_receipt(s, {"n": s})) for s in range(3)))
+    assert len(ended) == 1
+    assert await _stored(engine) == [(f"r{s}", s, {"n": s}) for s in range(3)]
+    if ends == "before its commit":  # retried through a new process
+        assert (process.started, process.commits) == (2, 1)
+    else:  # the retry found the batch stored and sent nothing (its answer was lost)
+        assert (process.started, process.commits) == (1, 0)
+
+
+async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
+    engine: AsyncEngine, process: SqliteWriterProcess
+) -> None:
+    orphan = succeeded_receipt(0, {"n": 0})._replace(run_id="no-such-run")
+    async with running_writer(engine, sqlite_process=process) as writer:
+        with pytest.raises(DBAPIError, match=r"FOREIGN KEY"):
+            await writer.submit(orphan)
+        await writer.submit(succeeded_receipt(1, {"n": 1}))  # the next batch commits
+    assert await _stored(engine) == [("r1", 1, {"n": 1})]
