@@ -99,23 +99,35 @@ _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
 def _cpu_ns(pid: int) -> dict[int, int]:
-    """Nanoseconds each thread of `pid` has run (Linux `schedstat`; empty elsewhere).
-    Exact where the tick-sampled `stat` counters that `top` reads are not: under
-    `wrk`, `top -H` read the event loop's thread as 99.9% busy while `schedstat`
-    read 82% (docs/benchmarks.md, section 4, twelfth round)."""
+    """Nanoseconds each thread of `pid` and of its child processes (the SQLite
+    writer process) has run (Linux `schedstat`; empty elsewhere). Exact where the
+    tick-sampled `stat` counters that `top` reads are not: under `wrk`, `top -H`
+    read the event loop's thread as 99.9% busy while `schedstat` read 82%
+    (docs/benchmarks.md, section 4, twelfth round)."""
     found: dict[int, int] = {}
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
+    for process in (pid, *_children(pid)):
+        for task in Path(f"/proc/{process}/task").glob("*"):
+            try:
+                found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
     return found
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [
+            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
+    except (OSError, ValueError):
+        return []
 
 
 def _wrk(url: str, script: Path, duration_s: int, pid: int | None = None) -> dict[str, float]:
     """One `wrk` run: requests/s and latency percentiles; with the server's `pid`,
-    also its CPU per request (all threads, µs) and how busy its event loop's
-    thread was (% of the run's wall time; the thread whose id is the pid)."""
+    also its CPU per request (all threads, its writer process's included, µs)
+    and how busy its event loop's thread was (% of the run's wall time; the
+    thread whose id is the pid)."""
     before = _cpu_ns(pid) if pid is not None else {}
     started = time.perf_counter_ns()
     done = subprocess.run(

@@ -12,7 +12,10 @@ backpressure) from `open_runtime`, the run row started and ended through the
 writer as a plan's are (`app/service/run_records.py`), against Pydantic AI in
 the same rounds; beside them, on the same database, the database's share of a
 durable call alone (its rows, ready-made, inserted through the driver's bulk
-path), which bounds from below what any writer can reach there.
+path), which bounds from below what any writer can reach there. On SQLite the
+service writes through its writer process; the same plan with the writer's
+transactions in a thread of the service's process
+(`TOOLLOOP_SQLITE_WRITER_PROCESS=false`) is shown for reference.
 """
 
 from __future__ import annotations
@@ -37,12 +40,18 @@ from app.service.run_records import record_run_end, record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
-from app.store.database import create_database_engine, create_session_factory
+from app.store.database import (
+    create_database_engine,
+    create_session_factory,
+    sqlite_file,
+    sqlite_pragmas,
+)
 from app.store.models import Receipt as ReceiptModel
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
+from app.store.sqlite_writer import SqliteWriterProcess
 from bench import databases, harness, peers
 from bench.stats import Check, Measure, Sample, Section, ratios, rounds, wall_clock
 
@@ -95,6 +104,9 @@ async def _writer_against_raw(
     sessions = create_session_factory(database)
     commits = _Commits(database)
     writer_commits: list[int] = []
+    # As the service writes a SQLite file: through the writer process.
+    path = sqlite_file(url)
+    process = None if path is None else SqliteWriterProcess(path, sqlite_pragmas())
     async with sessions.begin() as session:
         await ContractSnapshotRepository(session).save_if_absent(built.hash, {}, 0)
 
@@ -121,14 +133,15 @@ async def _writer_against_raw(
 
     async def group_commit() -> float:
         receipts = _for_run(template, await _new_run(sessions, built))
-        writer = GroupCommitWriter(sessions)
+        writer = GroupCommitWriter(sessions, sqlite_process=process)
         writer.start()
-        before = commits.count
+        before = commits.count + (0 if process is None else process.commits)
         started = wall_clock()
         futures = {writer.submit(receipt) for receipt in receipts}
         await asyncio.wait(futures)
         elapsed = wall_clock() - started
-        writer_commits.append(commits.count - before)
+        after = commits.count + (0 if process is None else process.commits)
+        writer_commits.append(after - before)
         await writer.aclose()
         assert all(future.exception() is None for future in futures)
         return len(receipts) / elapsed
@@ -138,7 +151,11 @@ async def _writer_against_raw(
         "raw batched insert, SQLAlchemy Core": core_insert,
         "group-commit writer": group_commit,
     }
+    if process is not None:
+        await process.start()
     samples = await rounds(subjects, 3 if harness.QUICK else 7, "rows/s")
+    if process is not None:
+        await process.aclose()
     await database.dispose()
     return samples, writer_commits
 
@@ -172,8 +189,12 @@ async def _rows_alone_per_call(
     return measure
 
 
-async def _durable_per_call(url: str, built: Contract) -> Callable[[], Awaitable[float]]:
-    settings = Settings(registries=[harness.REGISTRY], database_url=url)
+async def _durable_per_call(
+    url: str, built: Contract, *, writer_process: bool = True
+) -> Callable[[], Awaitable[float]]:
+    settings = Settings(
+        registries=[harness.REGISTRY], database_url=url, sqlite_writer_process=writer_process
+    )
     runtime = await open_runtime(settings, built)
     plan, admitted = harness.sequential_plan(built, "noop", PLAN_CALLS)
 
@@ -223,6 +244,7 @@ async def measure() -> Section:
         section.notes.append(unavailable)
 
     durable: dict[str, Measure] = {}
+    threaded: dict[str, Measure] = {}
     rows_alone: dict[str, Measure] = {}
     floors: list[tuple[str, str, str]] = []  # (database, durable key, rows-alone key)
     runtimes: list[Any] = []
@@ -281,6 +303,14 @@ async def measure() -> Section:
         probe = await _durable_per_call(url, built)
         runtimes.append(probe.runtime)  # type: ignore[attr-defined]
         durable[f"engine, durable receipts ({name}), per call"] = probe
+        if sqlite_file(url) is not None:
+            # For reference: the same, its SQLite transactions in a thread of this
+            # process (on a database of its own).
+            own = database()
+            runtimes.append(own)
+            in_thread = await _durable_per_call(await own.__aenter__(), built, writer_process=False)
+            runtimes.append(in_thread.runtime)  # type: ignore[attr-defined]
+            threaded[f"engine, durable receipts ({name}, writer thread), per call"] = in_thread
         floor = await _rows_alone_per_call(url, built, plan_receipts, plan_audit)
         runtimes.append(floor.database)  # type: ignore[attr-defined]
         floor_key = f"a durable call's rows alone, raw insert ({name}), per call"
@@ -288,6 +318,7 @@ async def measure() -> Section:
         floors.append((name, f"engine, durable receipts ({name}), per call", floor_key))
     subjects: dict[str, Measure] = {
         **durable,
+        **threaded,
         **rows_alone,
         "pydantic-ai: run of 100 calls, per call": pydantic_wall,
     }
@@ -301,6 +332,19 @@ async def measure() -> Section:
         section.samples[f"{key} / pydantic-ai"] = ratio
         section.checks.append(
             Check(f"2 {key} vs best in-process peer", str(ratio), "≤ 0.25x", ratio.median <= 0.25)
+        )
+    for key in threaded:
+        ratio = ratios(per_call[key], peer)
+        section.samples[f"{key} / pydantic-ai"] = ratio
+        section.checks.append(
+            Check(
+                f"2 {key} vs best in-process peer",
+                str(ratio),
+                "≤ 0.25x",
+                None,
+                "reference only: TOOLLOOP_SQLITE_WRITER_PROCESS=false, the writer before "
+                "the fourteenth round",
+            )
         )
     for name, key, floor_key in floors:
         alone = ratios(per_call[floor_key], peer)
