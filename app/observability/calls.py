@@ -18,6 +18,7 @@ from app.contract.compiled import Contract
 from app.engine.ports import AuditEvent, AuditKind, AuditSink, CachedOutput, ReceiptSink
 from app.engine.receipt import ErrorKind, Receipt, Status
 from app.observability.exposition import flush_before_rendering
+from app.observability.histograms import observe_all
 from app.observability.labels import Children, Vocabulary
 from app.observability.metrics import (
     ADMISSION_WAIT,
@@ -100,7 +101,7 @@ class MeteredSinks:
     Metering a call updated about ten prometheus_client values, each behind
     its own lock, which cost as much as running the call. So the sinks only
     keep what they pass on, and `flush` counts it, updating each touched series
-    once (except histograms, which take one `observe` per value). A flush runs
+    once (histograms too: `observe_all`). A flush runs
     at the end of each event-loop turn that kept something, before `/metrics`
     renders and when the runtime closes: a scrape of this process sees every
     call so far, other processes' (multiprocess mode) values at most one loop
@@ -210,22 +211,36 @@ class MeteredSinks:
     def _count_receipts(self, receipts: list[Receipt], in_flight: Tally[str | None]) -> None:
         calls: Tally[CallKey] = {}
         hits: Tally[str | None] = {}
-        started, durations, waits = self._started, self._durations, self._admission_waits
+        durations: dict[str | None, list[float]] = {}
+        waits: dict[str | None, list[float]] = {}
+        started = self._started
         for receipt in receipts:
             tool = receipt.tool
             key = (tool, receipt.owner, receipt.status)
             calls[key] = calls.get(key, 0) + 1
             if receipt.status is not _SKIPPED:
-                durations[tool].observe(receipt.duration_ms / 1000.0)
+                _append(durations, tool, receipt.duration_ms / 1000.0)
             if started.pop(receipt.receipt_id, _NOT_STARTED) is not _NOT_STARTED:
                 in_flight[tool] = in_flight.get(tool, 0) - 1
-                waits[tool].observe(receipt.admission_wait_ms / 1000.0)
+                _append(waits, tool, receipt.admission_wait_ms / 1000.0)
             if receipt.cache_hit:
                 hits[tool] = hits.get(tool, 0) + 1
             if receipt.error is not None:
                 self._errors[tool, receipt.error.kind].inc(1)
         _inc_each(self._calls, calls)
         _inc_each(self._cache_hits, hits)
+        for name, amounts in durations.items():
+            observe_all(self._durations[name], amounts)
+        for name, amounts in waits.items():
+            observe_all(self._admission_waits[name], amounts)
+
+
+def _append(lists: dict[K, list[float]], key: K, amount: float) -> None:
+    found = lists.get(key)
+    if found is None:
+        lists[key] = [amount]
+    else:
+        found.append(amount)
 
 
 def _take(items: list[T]) -> list[T]:
