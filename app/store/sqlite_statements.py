@@ -8,7 +8,7 @@ what crosses the pipe is plain data: the requests hold tuples, lists, strings,
 numbers and `SqliteClaims`, which the process's unpickler maps to its own copy
 of the class and to nothing else.
 
-The protocol, one request at a time: the parent writes a frame (a 4-byte
+The protocol, one request at a time: the parent writes a frame (an 8-byte
 little-endian length, then a pickle of `(statements, commit)`), the process
 runs it and answers with a frame holding `(True, [won run ids per claims
 statement])` or `(False, failed statement, error class name, SQLite error
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-FRAME_HEADER = struct.Struct("<I")
+FRAME_HEADER = struct.Struct("<Q")
 CLAIM_STATEMENT = "claiming idempotency keys"
 # The process's exit status when it cannot open the database.
 CANNOT_OPEN = 3

@@ -246,3 +246,20 @@ def test_a_request_holding_anything_but_plain_data_is_refused() -> None:
     unpickler = sqlite_statements._Requests(io.BytesIO(payload))
     with pytest.raises(pickle.UnpicklingError, match="not part of a writer request"):
         unpickler.load()
+
+
+async def test_a_batch_larger_than_the_pipe_s_buffer_goes_through_whole(
+    sqlite_url: str, process: SqliteWriterProcess
+) -> None:
+    big = "x" * (4 * 1024 * 1024)  # far past a pipe's 64 KiB: written as the process reads
+    batch = (
+        BulkWrite()
+        .add_runs([run_row("run-1")])
+        .add_receipts([receipt_row("run-1", seq, output={"big": big}) for seq in range(3)])
+    )
+
+    await batch.execute_in(process)
+
+    with sqlite3.connect(_path(sqlite_url)) as conn:
+        sizes = conn.execute("SELECT length(output) FROM receipts ORDER BY seq").fetchall()
+    assert sizes == [(len(big) + len('{"big":""}'),)] * 3
