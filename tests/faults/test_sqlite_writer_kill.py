@@ -1,0 +1,121 @@
+"""The SQLite writer process killed again and again under a real `toolloop serve`.
+
+Plans keep coming from a few clients while the writer process is SIGKILLed
+every 150 ms. Every plan answered as succeeded has each of its receipts
+stored exactly once; anything else is a 503 problem+json with `Retry-After`
+(a batch in flight when its process dies is a dropped connection: retried,
+and meanwhile new runs are refused, as in a database outage); the service
+starts the process again each time and answers plans after the last kill.
+The request count, the kills and the time are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.faults.registry import sequential, step
+from tests.live_server import ServerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENTS = 4
+MAX_PLANS_PER_CLIENT = 400
+KILLS = 5
+KILL_EVERY_S = 0.15
+
+
+@pytest.fixture
+def server(tmp_path: Path, registry: Path, sqlite_url: str) -> Iterator[ServerProcess]:
+    env = {
+        "TOOLLOOP_REGISTRIES": str(registry),
+        "TOOLLOOP_DATABASE_URL": sqlite_url,
+        "TOOLLOOP_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(REPO),
+    }
+    server = ServerProcess(tmp_path, [], env)
+    try:
+        server.wait_until_answering()
+        yield server
+    finally:
+        server.stop()
+
+
+def _writer_pid(server: ServerProcess) -> int | None:
+    pid = server.process.pid
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"sqlite_statements.py" in command:
+            return int(child)
+    return None
+
+
+def test_plans_never_answer_a_success_the_killed_writer_did_not_store(
+    server: ServerProcess,
+) -> None:
+    answers: list[httpx.Response] = []
+    killed: list[int] = []
+    kills_done = threading.Event()
+
+    def plans(client_id: int) -> None:
+        with httpx.Client(base_url=server.base, timeout=60) as client:
+            for n in range(MAX_PLANS_PER_CLIENT):
+                if kills_done.is_set():
+                    return
+                keys = (f"c{client_id}-{n}-a", f"c{client_id}-{n}-b")
+                answers.append(client.post("/plans/sequential", json=sequential(*map(step, keys))))
+
+    def kill_the_writer() -> None:
+        try:
+            for _ in range(KILLS):
+                time.sleep(KILL_EVERY_S)
+                pid = _writer_pid(server)
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(KILL_EVERY_S)
+        finally:
+            kills_done.set()
+
+    threads = [threading.Thread(target=plans, args=(i,)) for i in range(CLIENTS)]
+    killer = threading.Thread(target=kill_the_writer)
+    for thread in [*threads, killer]:
+        thread.start()
+    for thread in [killer, *threads]:
+        thread.join(timeout=120)
+
+    assert len(set(killed)) >= 3, killed  # each kill found a process started anew
+    succeeded, refused = [], []
+    for answer in answers:
+        if answer.status_code == 200:
+            succeeded.append(answer.json())
+            continue
+        refused.append(answer)
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert "retry-after" in answer.headers
+    # How many are refused depends on timing: a refusal answers at once.
+    assert len(succeeded) >= CLIENTS, (len(succeeded), len(refused))
+    with httpx.Client(base_url=server.base, timeout=60) as client:
+        for plan in succeeded:
+            assert plan["status"] == "succeeded"
+            stored = client.get(f"/runs/{plan['plan_id']}/receipts", params={"limit": 10})
+            assert stored.status_code == 200, stored.text
+            ids = [receipt["receipt_id"] for receipt in stored.json()["items"]]
+            assert ids == [receipt["receipt_id"] for receipt in plan["receipts"]]
+        after = client.post("/plans/sequential", json=sequential(step("after")))
+        assert after.status_code == 200, after.text
+    assert _writer_pid(server) not in (None, *killed)
