@@ -191,3 +191,8 @@ RECEIPT_WRITE_FAILURES = Counter(
     "Group commits that failed; their plans answer 503.",
     registry=REGISTRY,
 )
+SQLITE_WRITER_STARTS = Counter(
+    "toolloop_sqlite_writer_starts_total",
+    "SQLite writer processes started: one per service, more when one ended and was replaced.",
+    registry=REGISTRY,
+)

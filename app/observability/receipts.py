@@ -7,6 +7,7 @@ from app.observability.metrics import (
     RECEIPT_WAL_WAIT,
     RECEIPT_WRITE,
     RECEIPT_WRITE_FAILURES,
+    SQLITE_WRITER_STARTS,
 )
 
 
@@ -20,3 +21,7 @@ def record_receipt_commit(receipts: int, seconds: float, *, ok: bool) -> None:
 
 def record_wal_wait(seconds: float) -> None:
     RECEIPT_WAL_WAIT.observe(seconds)
+
+
+def record_writer_process_starts(count: int) -> None:
+    SQLITE_WRITER_STARTS.inc(count)

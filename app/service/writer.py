@@ -87,7 +87,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
-from app.observability.receipts import record_receipt_commit, record_wal_wait
+from app.observability.receipts import (
+    record_receipt_commit,
+    record_wal_wait,
+    record_writer_process_starts,
+)
 from app.service.outage import is_transient, retry_transient
 from app.service.receipt_rows import audit_row, cache_entry_row, pair_call_events, receipt_row
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
@@ -194,6 +198,7 @@ class GroupCommitWriter:
         self._sessions = sessions
         self._wal = wal
         self._process = sqlite_process
+        self._process_starts = 0  # the process's starts counted so far
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._linger_min_open_runs = max(2, linger_min_open_runs)
@@ -239,6 +244,13 @@ class GroupCommitWriter:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolloop-group-commit")
+        self._count_process_starts()
+
+    def _count_process_starts(self) -> None:
+        process = self._process
+        if process is not None and process.started != self._process_starts:
+            record_writer_process_starts(process.started - self._process_starts)
+            self._process_starts = process.started
 
     @property
     def backlog(self) -> int:
@@ -667,6 +679,7 @@ class GroupCommitWriter:
             # stayed refused would never see the database come back).
             if self.in_outage:
                 self._outage = None
+            self._count_process_starts()
         record_receipt_commit(len(rows), perf_counter() - started, ok=True)
         for claim in [*claims, *repeated]:
             run_id = claim.run_row["id"]

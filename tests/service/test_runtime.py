@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.service.runtime import Runtime
 from app.settings import Settings
+from tests.observability.metrics_reading import value
 from tests.router.http_support import running
 
 EXAMPLE_REGISTRY = Path(__file__).resolve().parents[2] / "registries" / "example.yml"
@@ -83,10 +84,12 @@ async def test_a_sqlite_file_gets_a_writer_process_for_the_life_of_the_service(
     settings = Settings(
         registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, sqlite_wal_long_pages=600
     )
+    starts = value("toolloop_sqlite_writer_starts_total")
     async with _running(settings) as (runtime, client):
         process = runtime.sqlite_process
         assert process is not None
         assert runtime.writer._process is process
+        assert value("toolloop_sqlite_writer_starts_total") == starts + 1  # before any batch
         pid = process.pid
         assert pid is not None
         assert pid != os.getpid()

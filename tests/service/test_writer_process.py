@@ -21,6 +21,7 @@ from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from app.store.sqlite_writer import SqliteWriterProcess, WriterProcessGone
+from tests.observability.metrics_reading import value
 from tests.store.factories import key_row
 from tests.writer_support import (
     HASH,
@@ -30,6 +31,8 @@ from tests.writer_support import (
     started_run,
     succeeded_receipt,
 )
+
+STARTS = "toolloop_sqlite_writer_starts_total"
 
 
 @pytest.fixture
@@ -133,6 +136,7 @@ async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
         raise WriterProcessGone("the SQLite writer process ended (killed)")
 
     monkeypatch.setattr(SqliteWriterProcess, "_exchange", ending)
+    starts = value(STARTS)
     async with running_writer(engine, sqlite_process=process) as writer:
         await asyncio.gather(*(writer.submit(succeeded_receipt(s, {"n": s})) for s in range(3)))
     assert len(ended) == 1
@@ -141,6 +145,7 @@ async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
         assert (process.started, process.commits) == (2, 1)
     else:  # the retry found the batch stored and sent nothing (its answer was lost)
         assert (process.started, process.commits) == (1, 0)
+    assert value(STARTS) == starts + process.started  # the first start, and the restart
 
 
 async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
