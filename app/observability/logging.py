@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
@@ -35,12 +36,35 @@ UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        fields = record.__dict__
+        # Extra fields in name order: the set difference is one C pass over the record.
+        extra = [(key, fields[key]) for key in sorted(fields.keys() - _STANDARD)]
+        if record.exc_info:
+            exc: str | None = self.formatException(record.exc_info)
+        else:
+            exc = record.exc_text or None
+        stack = self.formatStack(record.stack_info) if record.stack_info else None
+        return self.line(
+            record.created, record.levelname, record.name, _message(record), extra, exc, stack
+        )
+
+    def line(
+        self,
+        created: float,
+        level: str,
+        name: str,
+        message: str,
+        extra: Iterable[tuple[str, Any]],
+        exc: str | None = None,
+        stack: str | None = None,
+    ) -> str:
+        """The line of a record with these attributes and extra fields (in order)."""
         context = current_context()
         line: dict[str, Any] = {
-            "ts": _timestamp(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": _message(record),
+            "ts": _timestamp(created),
+            "level": level,
+            "logger": name,
+            "message": message,
             "request_id": None,
             "run_id": None,
             "caller": None,
@@ -49,17 +73,13 @@ class JsonFormatter(logging.Formatter):
             line["request_id"] = context.request_id
             line["run_id"] = context.run_id
             line["caller"] = context.caller
-        fields = record.__dict__
-        # Extra fields in name order: the set difference is one C pass over the record.
-        for key in sorted(fields.keys() - _STANDARD):
+        for key, value in extra:
             if key not in line:
-                line[key] = _plain(fields[key])
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            line["exc"] = record.exc_text
-        if record.stack_info:
-            line["stack"] = self.formatStack(record.stack_info)
+                line[key] = _plain(value)
+        if exc is not None:
+            line["exc"] = exc
+        if stack is not None:
+            line["stack"] = stack
         # The line as written is scanned for the patterns' literals: most hold none
         # and are clean as they are; the rest are written again, redacted.
         text = orjson.dumps(line, default=_fallback).decode()
@@ -161,13 +181,20 @@ class TurnBatchingHandler(logging.StreamHandler[IO[str]]):
         except Exception:
             self.handleError(record)
             return
+        self.keep(line, record.levelno, record.name, record)
+
+    def keep(
+        self, line: str, levelno: int, name: str, record: logging.LogRecord | None = None
+    ) -> None:
+        """Write a formatted line: an access line below WARNING at the end of the loop's
+        turn, any other at once (after the lines kept)."""
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         with self.lock:  # type: ignore[union-attr]
             self._kept.append(line)
-            if loop is None or record.levelno >= logging.WARNING or record.name != ACCESS_LOGGER:
+            if loop is None or levelno >= logging.WARNING or name != ACCESS_LOGGER:
                 self._write_kept(record)
             elif self._turn_of is not loop:
                 # Also when a write was scheduled on a loop since closed: it never runs.
@@ -200,6 +227,33 @@ class TurnBatchingHandler(logging.StreamHandler[IO[str]]):
     def close(self) -> None:
         self.flush()
         super().close()
+
+
+def own_json_handler(logger: logging.Logger, level: int) -> TurnBatchingHandler | None:
+    """The one handler a record of `logger` at `level` would reach, when it is the
+    service's own JSON handler and nothing on the way (a filter, another handler, a
+    disabled logger) could change what it writes: the line can then be made
+    without a `LogRecord` (`JsonFormatter.line`) and handed to it (`keep`). None
+    otherwise: the record must go through `logging`."""
+    if logger.disabled:
+        return None
+    found: TurnBatchingHandler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters:
+            return None
+        for handler in current.handlers:
+            if (
+                found is not None
+                or type(handler) is not TurnBatchingHandler
+                or type(handler.formatter) is not JsonFormatter
+                or handler.filters
+                or level < handler.level
+            ):
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    return found
 
 
 def build_handler(fmt: LogFormat = "json", stream: IO[str] | None = None) -> logging.Handler:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import logging
 import re
-from time import perf_counter
-from typing import Any
+from time import perf_counter, time
+from typing import Any, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.engine.ids import new_request_id
 from app.observability.context import LogContext, enter_context, leave_context
 from app.observability.labels import Children, http_method, status_class
-from app.observability.logging import ACCESS_LOGGER
+from app.observability.logging import ACCESS_LOGGER, JsonFormatter, own_json_handler
 from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -100,6 +100,17 @@ class ObservabilityMiddleware:
         }
         if error is not None:
             fields["error"] = error
+        handler = own_json_handler(logger, level)
+        if handler is not None:
+            # The line `logging` would write, made without a record and its handling
+            # (about a tenth of a one-call plan's CPU on the loop).
+            formatter = cast(JsonFormatter, handler.formatter)
+            line = formatter.line(
+                time(), logging.getLevelName(level), logger.name,
+                f"{method} {route} {status:d}", sorted(fields.items()),
+            )  # fmt: skip
+            handler.keep(line, level, logger.name)
+            return
         # `logger.log` would walk the stack for the call site: always this function.
         record = logger.makeRecord(
             logger.name, level, __file__, _LINE, "%s %s %d", (method, route, status), None,

@@ -6,6 +6,7 @@ import asyncio
 import io
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from app.observability import middleware
 from app.observability.context import LogContext, bind_run, enter_context, leave_context
 from app.observability.logging import (
     ACCESS_LOGGER,
@@ -22,6 +24,7 @@ from app.observability.logging import (
     _timestamp,
     build_handler,
     configure_logging,
+    own_json_handler,
 )
 from app.settings import Settings
 from tests.observability.conftest import bearer, serving
@@ -310,3 +313,111 @@ def test_lines_kept_on_a_loop_stopped_before_its_turn_ended_go_out_with_the_next
 
     asyncio.run(later())
     assert _messages(stream) == ["kept", "next loop"]
+
+
+class _Route:
+    path = "/plans/sequential"
+
+
+def _access_logger(stream: io.StringIO) -> logging.Logger:
+    """The access logger, outside the hierarchy (pytest's handlers sit on the root)."""
+    logger = logging.Logger(ACCESS_LOGGER)
+    logger.addHandler(build_handler("json", stream))
+    return logger
+
+
+def _refuse_records(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    raise AssertionError("the access line was to be made without a record")
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "path"),
+    [(200, None, "/plans/sequential"), (500, "RuntimeError", f"/runs/{SECRET}")],
+    ids=["plain", "an error and a secret"],
+)
+def test_an_access_line_made_without_a_record_is_the_line_logging_makes(
+    monkeypatch: pytest.MonkeyPatch, status: int, error: str | None, path: str
+) -> None:
+    scope = {"type": "http", "method": "POST", "path": path, "route": _Route()}
+    streams = {"without a record": io.StringIO(), "through logging": io.StringIO()}
+    token = enter_context(LogContext(request_id="req-1"))
+    try:
+        bind_run("run-1", "alice")
+        for way, stream in streams.items():
+            logger = _access_logger(stream)
+            if way == "without a record":
+                monkeypatch.setattr(logger, "makeRecord", _refuse_records)
+            else:
+                logger.addFilter(lambda record: True)  # a filter: logging must see the record
+            monkeypatch.setattr(middleware, "logger", logger)
+            middleware.ObservabilityMiddleware(None)._record(scope, status, 0.0123456, error)
+    finally:
+        leave_context(token)
+
+    assert SECRET not in streams["without a record"].getvalue()
+    (fast,), (slow,) = (_lines(stream) for stream in streams.values())
+    assert fast.pop("ts").endswith("+00:00")
+    slow.pop("ts")
+    assert list(fast.items()) == list(slow.items())  # the same fields, in the same order
+    assert fast["message"] == f"POST /plans/sequential {status}"
+
+
+def test_a_line_is_made_without_a_record_for_the_service_s_own_json_handler() -> None:
+    logger = _access_logger(io.StringIO())
+    (own,) = logger.handlers
+    assert own_json_handler(logger, logging.INFO) is own
+    assert own_json_handler(logger, logging.DEBUG) is own
+
+    child = logging.Logger("toolloop.http.child")
+    child.parent = logger
+    assert own_json_handler(child, logging.INFO) is own
+
+
+def _logger_filtered(logger: logging.Logger, own: logging.Handler) -> None:
+    logger.addFilter(lambda record: True)
+
+
+def _handler_filtered(logger: logging.Logger, own: logging.Handler) -> None:
+    own.addFilter(lambda record: True)
+
+
+def _handler_above_the_level(logger: logging.Logger, own: logging.Handler) -> None:
+    own.setLevel(logging.WARNING)  # it would drop the record
+
+
+def _second_handler(logger: logging.Logger, own: logging.Handler) -> None:
+    logger.addHandler(logging.NullHandler())
+
+
+def _text_format(logger: logging.Logger, own: logging.Handler) -> None:
+    own.setFormatter(RedactingTextFormatter())
+
+
+def _disabled(logger: logging.Logger, own: logging.Handler) -> None:
+    logger.disabled = True
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _logger_filtered,
+        _handler_filtered,
+        _handler_above_the_level,
+        _second_handler,
+        _text_format,
+        _disabled,
+    ],
+)
+def test_any_other_logging_setup_gets_the_record(
+    change: Callable[[logging.Logger, logging.Handler], None],
+) -> None:
+    logger = _access_logger(io.StringIO())
+    change(logger, logger.handlers[0])
+    assert own_json_handler(logger, logging.INFO) is None
+
+
+def test_a_logger_that_does_not_propagate_reaches_no_handler_above_it() -> None:
+    child = logging.Logger("toolloop.http.child")
+    child.parent = _access_logger(io.StringIO())
+    child.propagate = False
+    assert own_json_handler(child, logging.INFO) is None  # nothing would write its record
