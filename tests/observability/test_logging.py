@@ -421,3 +421,20 @@ def test_a_logger_that_does_not_propagate_reaches_no_handler_above_it() -> None:
     child.parent = _access_logger(io.StringIO())
     child.propagate = False
     assert own_json_handler(child, logging.INFO) is None  # nothing would write its record
+
+
+def test_a_line_that_cannot_be_made_never_fails_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise ValueError("cannot format")
+
+    monkeypatch.setattr(JsonFormatter, "line", broken)
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # logging's own error handling
+    stream = io.StringIO()
+    monkeypatch.setattr(middleware, "logger", _access_logger(stream))
+    scope = {"type": "http", "method": "GET", "path": "/runs", "route": _Route()}
+
+    middleware.ObservabilityMiddleware(None)._record(scope, 200, 0.001, None)
+
+    assert stream.getvalue() == ""
