@@ -81,12 +81,15 @@ class SqliteWriterProcess:
 
     async def start(self) -> None:
         """Start the process and check that it opened the database (an empty request)."""
-        await self.execute([], commit=False)
+        await self._request([], commit=False)
 
-    async def execute(self, statements: Sequence[SqliteStatement], *, commit: bool) -> None:
-        """Run the statements in the process's transaction; with `commit`, commit it
-        there. Claims' `won` sets are filled in as `execute_all` fills them.
-        Raises `StatementFailed` (rolled back) or `WriterProcessGone`."""
+    async def execute(self, statements: Sequence[SqliteStatement]) -> None:
+        """Run the statements in one transaction of the process and commit it there.
+        Claims' `won` sets are filled in as `execute_all` fills them. Raises
+        `StatementFailed` (rolled back) or `WriterProcessGone`."""
+        await self._request(statements, commit=True)
+
+    async def _request(self, statements: Sequence[SqliteStatement], *, commit: bool) -> None:
         payload = frame(pickle.dumps((statements, commit), pickle.HIGHEST_PROTOCOL))
         async with self._lock:
             process = await self._running()

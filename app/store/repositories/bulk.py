@@ -506,7 +506,7 @@ class BulkWrite:
             return
         statements = self._sqlite_statements({})
         try:
-            await process.execute(statements, commit=True)
+            await process.execute(statements)
         except StatementFailed as exc:
             raise DBAPIError.instance(
                 exc.statement or CLAIM_STATEMENT, None, exc.error, sqlite3.Error
