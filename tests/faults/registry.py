@@ -91,3 +91,18 @@ def parallel(lanes: dict[str, list[dict[str, Any]]], max_concurrency: int = 4) -
         "max_concurrency": max_concurrency,
         "lanes": [{"item_key": key, "calls": calls} for key, calls in lanes.items()],
     }
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def server_env(registry: Path, database_url: str, **extra: str) -> dict[str, str]:
+    """`toolloop serve`'s environment for a fault test: the fault tools' registry,
+    the database, quiet logs, this checkout importable; `extra` added as given."""
+    return {
+        "TOOLLOOP_REGISTRIES": str(registry),
+        "TOOLLOOP_DATABASE_URL": database_url,
+        "TOOLLOOP_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(REPO),
+        **extra,
+    }

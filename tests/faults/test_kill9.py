@@ -20,10 +20,9 @@ import httpx
 import pytest
 
 from tests.faults.fault_tools import CALL_LOG_ENV, GATE_DIR_ENV
-from tests.faults.registry import gate, parallel, read_gate, sequential, step
+from tests.faults.registry import gate, parallel, read_gate, sequential, server_env, step
 from tests.live_server import ServerProcess
 
-REPO = Path(__file__).resolve().parents[2]
 ASYNC = {"Prefer": "respond-async"}
 ENDED = {"succeeded", "failed", "interrupted"}
 SLOW_S = 0.1
@@ -31,14 +30,8 @@ SLOW_S = 0.1
 
 @pytest.fixture
 def env(tmp_path: Path, registry: Path, database_url: str) -> dict[str, str]:
-    return {
-        "TOOLLOOP_REGISTRIES": str(registry),
-        "TOOLLOOP_DATABASE_URL": database_url,
-        "TOOLLOOP_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(REPO),
-        CALL_LOG_ENV: str(tmp_path / "calls.log"),
-        GATE_DIR_ENV: str(tmp_path),
-    }
+    extra = {CALL_LOG_ENV: str(tmp_path / "calls.log"), GATE_DIR_ENV: str(tmp_path)}
+    return server_env(registry, database_url, **extra)
 
 
 @pytest.fixture

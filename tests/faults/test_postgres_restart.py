@@ -24,11 +24,10 @@ import httpx
 import pytest
 
 from tests.faults.fault_tools import CALL_LOG_ENV
-from tests.faults.registry import parallel, sequential, step
+from tests.faults.registry import parallel, sequential, server_env, step
 from tests.faults.test_kill9 import executions, poll, receipts
 from tests.live_server import ServerProcess
 
-REPO = Path(__file__).resolve().parents[2]
 ASYNC = {"Prefer": "respond-async"}
 SLOW_S = 0.25
 FAULTS_ENV = "TOOLLOOP_FAULTS"
@@ -135,13 +134,7 @@ def cluster() -> str:
 
 @pytest.fixture
 def server(tmp_path: Path, registry: Path, postgres_url: str) -> Iterator[ServerProcess]:
-    env = {
-        "TOOLLOOP_REGISTRIES": str(registry),
-        "TOOLLOOP_DATABASE_URL": postgres_url,
-        "TOOLLOOP_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(REPO),
-        CALL_LOG_ENV: str(tmp_path / "calls.log"),
-    }
+    env = server_env(registry, postgres_url, **{CALL_LOG_ENV: str(tmp_path / "calls.log")})
     process = ServerProcess(tmp_path, [], env)
     try:
         process.wait_until_answering()

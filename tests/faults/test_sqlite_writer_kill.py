@@ -21,10 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.registry import sequential, step
+from tests.faults.registry import sequential, server_env, step
 from tests.live_server import ServerProcess
 
-REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 4
 MAX_PLANS_PER_CLIENT = 400
 KILLS = 5
@@ -33,13 +32,7 @@ KILL_EVERY_S = 0.15
 
 @pytest.fixture
 def server(tmp_path: Path, registry: Path, sqlite_url: str) -> Iterator[ServerProcess]:
-    env = {
-        "TOOLLOOP_REGISTRIES": str(registry),
-        "TOOLLOOP_DATABASE_URL": sqlite_url,
-        "TOOLLOOP_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(REPO),
-    }
-    server = ServerProcess(tmp_path, [], env)
+    server = ServerProcess(tmp_path, [], server_env(registry, sqlite_url))
     try:
         server.wait_until_answering()
         yield server
