@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from app.store import serialization
+from app.store.sqlite_statements import bind_none_as_is
 
 SQLITE_PRAGMAS = (
     "journal_mode=WAL",
@@ -146,10 +147,6 @@ def sqlite_pragmas(wal_autocheckpoint: int | None = None) -> list[str]:
     return pragmas
 
 
-def _bind_none_as_is(value: None) -> None:
-    return value
-
-
 def _sqlite_engine(
     url: URL, *, pool_size: int, max_overflow: int, echo: bool, wal_autocheckpoint: int | None
 ) -> AsyncEngine:
@@ -157,7 +154,7 @@ def _sqlite_engine(
     # `__adapt__` and `__conform__` on None, two AttributeErrors raised and caught
     # per NULL parameter (a receipt row has about ten); a registered adapter is
     # found first. Process-wide, and binds exactly what sqlite3 did before.
-    sqlite3.register_adapter(type(None), _bind_none_as_is)
+    sqlite3.register_adapter(type(None), bind_none_as_is)
     options: dict[str, Any] = (
         {"poolclass": StaticPool}
         if _is_memory(url)

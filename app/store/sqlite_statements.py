@@ -128,7 +128,8 @@ def _answer(conn: sqlite3.Connection, payload: bytes) -> tuple[Any, ...]:
     return True, [sorted(s.won) for s in statements if isinstance(s, SqliteClaims)]
 
 
-def _bind_none_as_is(value: None) -> None:
+def bind_none_as_is(value: None) -> None:
+    """sqlite3's adapter for None (`app.store.database` registers it: see there)."""
     return value
 
 
@@ -139,7 +140,7 @@ def main(argv: Sequence[str]) -> int:
     # ends once the service, having written what it still holds, closes its input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # As `app.store.database` registers it: None binds as NULL without a lookup.
-    sqlite3.register_adapter(type(None), _bind_none_as_is)
+    sqlite3.register_adapter(type(None), bind_none_as_is)
     try:
         # mode=rw: the service created and migrated the file; never create another.
         uri = f"{Path(path).resolve().as_uri()}?mode=rw"
