@@ -13,10 +13,14 @@ one call:
 - PostgreSQL: one `INSERT ... SELECT ... FROM json_populate_recordset(...)`
   whose only parameter is the whole batch as one JSON array, written by
   orjson in C: the server parses and inserts it on its own core, and Python
-  does almost nothing per row (a fifth of the client CPU of `COPY`, which
-  formats every value in Python; `COPY` remains for the batches this path
-  cannot take: an integer beyond 64 bits, or a NUL character, in a JSON
-  document).
+  does almost nothing per row. It goes in one pipeline with the batch's other
+  statements. From `COPY_MIN_ROWS` rows, a table's rows go by binary `COPY`
+  instead: psycopg writes each value in C (about 0.8 µs more per receipt in
+  Python than the JSON batch) and the server, which no longer parses a JSON
+  object per row, takes about 6 µs less per receipt; the batch then costs a
+  few round trips more, which that many rows pay for. `COPY` also takes the
+  batches the JSON path cannot: an integer beyond 64 bits, or a NUL
+  character, in a JSON document.
 
 Runs started under an idempotency key are inserted with the key's claim,
 only when the claim succeeds (`BulkWrite.claim_runs`): one upsert per key in
@@ -43,7 +47,7 @@ from typing import Any, NoReturn, cast
 import aiosqlite
 import orjson
 import psycopg
-from sqlalchemy import JSON, ColumnDefault, Table
+from sqlalchemy import JSON, BigInteger, Boolean, ColumnDefault, Float, Integer, String, Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -66,7 +70,8 @@ class _Layout:
     defaults: tuple[tuple[str, Callable[[], Any]], ...]  # for keys a row leaves out
     keys: frozenset[str]
     insert_sql: str
-    copy_sql: str
+    copy_sql: str  # binary COPY; `copy_types` names each column's PostgreSQL type
+    copy_types: tuple[str, ...]
     json_sql: str
 
 
@@ -108,12 +113,31 @@ def _build_layout(table: Table) -> _Layout:
         defaults=defaults,
         keys=frozenset(names),
         insert_sql=f'INSERT INTO "{table.name}" ({quoted}) VALUES ({placeholders})',
-        copy_sql=f'COPY "{table.name}" ({quoted}) FROM STDIN',
+        copy_sql=f'COPY "{table.name}" ({quoted}) FROM STDIN (FORMAT BINARY)',
+        copy_types=tuple(_copy_type(column.type) for column in columns),
         json_sql=(
             f'INSERT INTO "{table.name}" ({quoted}) SELECT {quoted} '
             f'FROM json_populate_recordset(NULL::"{table.name}", %s::json)'
         ),
     )
+
+
+def _copy_type(column_type: Any) -> str:
+    """The PostgreSQL type whose binary format carries the column's values in `COPY`.
+    A `json` column's binary format is its text, which the JSON documents already are."""
+    if isinstance(column_type, JSON | String):
+        return "text"
+    if isinstance(column_type, UtcDateTime):
+        return "timestamptz"
+    if isinstance(column_type, Boolean):
+        return "bool"
+    if isinstance(column_type, Float):
+        return "float8"
+    if isinstance(column_type, BigInteger):
+        return "int8"
+    if isinstance(column_type, Integer):
+        return "int4"
+    raise NotImplementedError(f"no COPY format for column type {column_type!r}")
 
 
 def _default(default: Any, nullable: bool | None) -> Callable[[], Any]:
@@ -132,6 +156,10 @@ def _default(default: Any, nullable: bool | None) -> Callable[[], Any]:
 
 
 _MISSING = object()
+
+# From this many rows of one table, PostgreSQL takes them by binary COPY rather
+# than as a JSON batch in the pipeline (docs/benchmarks.md, section 4, fifteenth round).
+COPY_MIN_ROWS = 256
 
 
 def _complete(layout: _Layout, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -184,6 +212,7 @@ def _encode(
     values = layout.values
     json = layout.json
     times = layout.times if sqlite else ()
+    naive_checks = () if sqlite else layout.times  # psycopg's own error would not say why
     if rendered is None:
         rendered = {}
     encoded = []
@@ -196,6 +225,10 @@ def _encode(
             value = items[index]
             if value is not None or not none_is_null:
                 items[index] = dumps(value)
+        for index in naive_checks:
+            value = items[index]
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
         for index in times:
             value = items[index]
             if value is None:
@@ -258,19 +291,19 @@ def _batch_json(layout: _Layout, rows: Sequence[Mapping[str, Any]]) -> str | Non
 async def _postgres(
     connection: AsyncConnection, layout: _Layout, rows: Sequence[Mapping[str, Any]]
 ) -> None:
-    batch = _batch_json(layout, rows)
+    batch = None if len(rows) >= COPY_MIN_ROWS else _batch_json(layout, rows)
+    # Encoded before the statement is sent: a row that cannot be stored sends nothing.
+    encoded = None if batch is not None else _encode(layout, rows, sqlite=False)
     raw = await connection.get_raw_connection()
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
     statement = layout.json_sql if batch is not None else layout.copy_sql
     try:
-        async with driver.cursor() as cursor:
-            if batch is not None:
+        if encoded is None:
+            async with driver.cursor() as cursor:
                 await cursor.execute(layout.json_sql, (batch,))
-            else:
-                async with cursor.copy(layout.copy_sql) as copy:
-                    for row in _encode(layout, rows, sqlite=False):
-                        await copy.write_row(row)
+        else:
+            await _copy(driver, layout, encoded)
     except psycopg.Error as exc:
         disconnected = connection.dialect.is_disconnect(cast(Any, exc), raw.dbapi_connection, None)
         if disconnected:
@@ -408,8 +441,9 @@ class BulkWrite:
     On SQLite every statement through `aiosqlite` is a round trip to its thread
     (a cursor, the statement, the cursor's close): here all of them run in one,
     in the order they were added. On PostgreSQL they go in one pipeline (one
-    network round trip) unless a batch needs `COPY`. Driver errors are raised
-    as `DBAPIError`.
+    network round trip); an insert of `COPY_MIN_ROWS` rows or more goes by
+    `COPY` between the pipelines of the statements before and after it, in the
+    same transaction. Driver errors are raised as `DBAPIError`.
 
     With `commit=False` the session's transaction commits or rolls back as for
     any other statement. With `commit=True` the driver commits in the same
@@ -571,11 +605,13 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
-        sent: list[_Sent | None] = []
+        sent: list[_Sent | _Insert | None] = []  # an `_Insert` goes by COPY
         for step in self._steps:
             if isinstance(step, _Insert):
-                batch = _batch_json(step.layout, step.rows)
-                sent.append(None if batch is None else _Sent(step.layout.json_sql, (batch,)))
+                batch = (
+                    None if len(step.rows) >= COPY_MIN_ROWS else _batch_json(step.layout, step.rows)
+                )
+                sent.append(step if batch is None else _Sent(step.layout.json_sql, (batch,)))
             elif isinstance(step, _Finish):
                 if len(step.ends) <= _FINISH_BY_ROW_MAX:
                     sent.append(_Sent(_FINISH_POSTGRES_ROWS, _end_parameters(step.ends), many=True))
@@ -598,7 +634,7 @@ class BulkWrite:
             else:
                 sent.append(_Sent(_COMPLETE_POSTGRES, _completions(step.rows), many=True))
         if any(item is None for item in sent):
-            # A batch needs COPY (or per-row parameters): one statement at a time.
+            # A step needs per-row parameters: one statement at a time.
             for step in self._steps:
                 if isinstance(step, _Insert):
                     await _postgres(connection, step.layout, step.rows)
@@ -613,6 +649,12 @@ class BulkWrite:
             if commit:
                 await _postgres_commit(connection)
             return
+        # Encoded before anything is sent: a row that cannot be stored sends nothing.
+        copied = {
+            id(item): _encode(item.layout, item.rows, sqlite=False)
+            for item in sent
+            if isinstance(item, _Insert)
+        }
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection
         assert isinstance(driver, psycopg.AsyncConnection)
@@ -620,34 +662,49 @@ class BulkWrite:
         # The claims' statement returns the runs it inserted: a cursor of its own,
         # read once the pipeline has synced.
         claims: list[tuple[psycopg.AsyncCursor[Any], set[str]]] = []
-        # A whole transaction of its own is sent as BEGIN, the statements and COMMIT,
-        # and synced once: one round trip. psycopg's own transaction would cost
+        # A whole transaction of its own is sent as BEGIN, the statements and COMMIT:
+        # without COPY, in one pipeline synced once (one round trip); each COPY
+        # splits it, costing two more. psycopg's own transaction would cost
         # two more (it syncs after its implicit BEGIN, and the pipeline syncs again
         # after a `commit()`), so the connection is in autocommit meanwhile.
         own = commit and driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        segments = _segments(sent)
         try:
             if own:
                 await driver.set_autocommit(True)
-            async with driver.pipeline(), driver.cursor() as cursor:
-                if own:
-                    await cursor.execute("BEGIN")
-                for item in sent:
-                    assert item is not None
-                    statement = item.statement
-                    if item.many:
-                        await cursor.executemany(statement, item.parameters)
-                    elif item.won is None:
-                        await cursor.execute(statement, item.parameters, prepare=item.prepare)
-                    else:
-                        claimed = driver.cursor()
-                        await claimed.execute(statement, item.parameters)
-                        claims.append((claimed, item.won))
-                if commit:
-                    statement = "COMMIT"
-                    if own:
-                        await cursor.execute("COMMIT")
-                    else:
-                        await driver.commit()  # in the pipeline: the same round trip
+            for position, segment in enumerate(segments):
+                first, last = position == 0, position == len(segments) - 1
+                if isinstance(segment, _Insert):
+                    statement = segment.layout.copy_sql
+                    await _copy(driver, segment.layout, copied[id(segment)])
+                    if last and commit:
+                        statement = "COMMIT"
+                        if own:
+                            await driver.execute("COMMIT")
+                        else:
+                            await driver.commit()
+                    continue
+                if not segment and not (own and first) and not (commit and last):
+                    continue
+                async with driver.pipeline(), driver.cursor() as cursor:
+                    if own and first:
+                        await cursor.execute("BEGIN")
+                    for item in segment:
+                        statement = item.statement
+                        if item.many:
+                            await cursor.executemany(statement, item.parameters)
+                        elif item.won is None:
+                            await cursor.execute(statement, item.parameters, prepare=item.prepare)
+                        else:
+                            claimed = driver.cursor()
+                            await claimed.execute(statement, item.parameters)
+                            claims.append((claimed, item.won))
+                    if commit and last:
+                        statement = "COMMIT"
+                        if own:
+                            await cursor.execute("COMMIT")
+                        else:
+                            await driver.commit()  # in the pipeline: the same round trip
             for claimed, won in claims:
                 won.update(row[0] for row in await claimed.fetchall())
         except psycopg.Error as exc:
@@ -657,6 +714,31 @@ class BulkWrite:
                 await claimed.close()
             if own:
                 await _end_own_transaction(connection, driver)
+
+
+def _segments(sent: Sequence[_Sent | _Insert | None]) -> list[list[_Sent] | _Insert]:
+    """The statements in order: runs of pipelined ones, each COPY on its own. A
+    transaction of its own starts with a pipeline, so that BEGIN costs no round
+    trip of its own (it may hold BEGIN alone, before a COPY)."""
+    segments: list[list[_Sent] | _Insert] = [[]]
+    for item in sent:
+        assert item is not None
+        if isinstance(item, _Insert):
+            segments.append(item)
+        elif isinstance(segments[-1], list):
+            segments[-1].append(item)
+        else:
+            segments.append([item])
+    return segments
+
+
+async def _copy(
+    driver: psycopg.AsyncConnection[Any], layout: _Layout, encoded: Sequence[tuple[Any, ...]]
+) -> None:
+    async with driver.cursor() as cursor, cursor.copy(layout.copy_sql) as copy:
+        copy.set_types(layout.copy_types)
+        for row in encoded:
+            await copy.write_row(row)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from app.store.database import (
 )
 from app.store.migrate import upgrade_database
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
+from app.store.repositories import bulk as bulk_module
 from app.store.repositories.bulk import (
     _FINISH_BY_ROW_MAX,
     _FINISH_POSTGRES,
@@ -42,6 +43,15 @@ RECEIPT_COLUMNS = (
     "created_at, output IS NULL, error IS NULL, control IS NULL"
 )
 AUDIT_COLUMNS = "at, kind, caller, tool, call_key, item_key, CAST(detail AS TEXT)"
+
+
+@pytest.fixture(params=["json", "copy"])
+def through(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """On PostgreSQL, rows go as a JSON batch, or by binary COPY from any number of
+    rows (as large batches do); SQLite ignores it and runs the test twice."""
+    if request.param == "copy":
+        monkeypatch.setattr(bulk_module, "COPY_MIN_ROWS", 1)
+    return str(request.param)
 
 
 def _receipts(run_id: str, text: str) -> list[dict[str, Any]]:
@@ -95,7 +105,7 @@ async def _stored(session: AsyncSession, table: str, columns: str, run_id: str) 
 # instead of json_populate_recordset: both are compared with the ORM's rows.
 @pytest.mark.parametrize("text", ['ünïcode, \u2028, "quoted"', "nul\u0000"])
 async def test_bulk_receipts_are_stored_exactly_as_the_orm_stores_them(
-    session: AsyncSession, text: str
+    session: AsyncSession, text: str, through: str
 ) -> None:
     await create_run(session, "orm")
     await create_run(session, "bulk")
@@ -117,7 +127,7 @@ async def test_bulk_receipts_are_stored_exactly_as_the_orm_stores_them(
 
 
 async def test_an_integer_beyond_64_bits_takes_the_fallback_and_is_stored_exactly(
-    session: AsyncSession,
+    session: AsyncSession, through: str
 ) -> None:
     # orjson refuses it: PostgreSQL falls back to COPY, SQLite's encoder to the stdlib.
     await create_run(session, "orm")
@@ -135,7 +145,7 @@ async def test_an_integer_beyond_64_bits_takes_the_fallback_and_is_stored_exactl
 
 
 async def test_bulk_audit_events_are_stored_as_the_orm_stores_them_in_row_order(
-    session: AsyncSession,
+    session: AsyncSession, through: str
 ) -> None:
     def events(run_id: str) -> list[dict[str, Any]]:
         return [
@@ -200,7 +210,7 @@ async def test_bulk_insert_errors_are_sqlalchemy_errors(engine: AsyncEngine) -> 
         ]
 
 
-async def test_bulk_inserts_refuse_naive_datetimes(session: AsyncSession) -> None:
+async def test_bulk_inserts_refuse_naive_datetimes(session: AsyncSession, through: str) -> None:
     await create_run(session, "run-1")
     naive = datetime(2026, 1, 1, 12, 0)
     with pytest.raises(ValueError, match="naive datetime"):
@@ -265,7 +275,7 @@ async def _runs_stored(session: AsyncSession, run_ids: list[str]) -> list[Any]:
 # per-row parameters) instead of in one pipeline.
 @pytest.mark.parametrize("text", ['ünïcode, \u2028, "quoted"', "nul\u0000"])
 async def test_a_bulk_write_stores_runs_receipts_ends_and_audit_as_the_orm_does(
-    session: AsyncSession, text: str
+    session: AsyncSession, text: str, through: str
 ) -> None:
     await ContractSnapshotRepository(session).save_if_absent(CONTRACT_HASH, {"tools": {}}, 0)
     runs = RunRepository(session)

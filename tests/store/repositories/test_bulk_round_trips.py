@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.store.database import create_database_engine, create_session_factory, create_writer_engine
 from app.store.migrate import upgrade_database
-from app.store.repositories import ContractSnapshotRepository, RunRepository
+from app.store.repositories import ContractSnapshotRepository, RunRepository, bulk
 from app.store.repositories.bulk import BulkWrite
 from tests.store.factories import CONTRACT_HASH, T0, receipt_row, run_row
 
@@ -122,3 +122,98 @@ async def test_a_batch_joins_the_transaction_its_session_already_opened(
         await _batch("second").execute(session, commit=True)
     assert await _status(sessions, "first") == "running"
     assert await _status(sessions, "second") == "succeeded"
+
+
+def _exchanges(trace: list[list[str]]) -> int:
+    """Exchanges with the server that the client waited for: each ends with the
+    server's ReadyForQuery (a pipeline's sync, a COPY, a simple query)."""
+    return len([fields for fields in trace if fields[0] == "B" and fields[2] == "ReadyForQuery"])
+
+
+def _large_batch(run_id: str) -> BulkWrite:
+    return (
+        BulkWrite()
+        .add_runs([run_row(run_id)])
+        .add_receipts([receipt_row(run_id, seq, id=f"{run_id}-{seq}") for seq in range(3)])
+        .add_audit([{"run_id": run_id, "at": T0, "kind": "call.finished"}] * 3)
+        .finish_runs([{"run_id": run_id, "status": "succeeded", "finished_at": T0}])
+    )
+
+
+async def test_large_inserts_go_by_copy_between_pipelines_in_one_transaction(
+    writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", 3)
+    sessions = create_session_factory(writer_engine)
+    trace = tmp_path / "protocol.trace"
+    async with sessions() as session:
+        driver = await _driver(session)
+        with trace.open("w") as sink:
+            driver.pgconn.trace(sink.fileno())
+            driver.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                await _large_batch("copied").execute(session, commit=True)
+            finally:
+                driver.pgconn.untrace()
+        assert driver.autocommit is False
+        assert driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    copies = [fields for fields in sent if fields[2] == "Query" and "COPY" in fields[3]]
+    assert [fields[3].split()[1] for fields in copies] == ['"receipts"', '"audit_events"']
+    assert "FORMAT BINARY" in copies[0][3]
+    # BEGIN with the run's insert, the two COPYs, the end with COMMIT: four exchanges.
+    assert _exchanges(sent) == 4, trace.read_text()
+    assert await _status(sessions, "copied") == "succeeded"
+    async with sessions() as session:
+        stored = await session.execute(
+            text("SELECT count(*) FROM receipts WHERE run_id = 'copied'")
+        )
+        assert stored.scalar_one() == 3
+        events = await session.execute(
+            text("SELECT count(*) FROM audit_events WHERE run_id = 'copied'")
+        )
+        assert events.scalar_one() == 3
+
+
+async def test_a_failing_copy_rolls_back_the_rows_sent_before_it(
+    writer_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", 1)
+    sessions = create_session_factory(writer_engine)
+    with pytest.raises(IntegrityError):
+        async with sessions() as session:
+            await (
+                BulkWrite()
+                .add_runs([run_row("left-out")])
+                .add_receipts([receipt_row("no-such-run", 0)])
+                .execute(session, commit=True)
+            )
+    assert await _status(sessions, "left-out") is None
+    async with sessions() as session:
+        driver = await _driver(session)
+        assert driver.autocommit is False
+        assert driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        await _large_batch("after").execute(session, commit=True)
+    assert await _status(sessions, "after") == "succeeded"
+
+
+async def test_a_copy_in_a_transaction_already_open_costs_no_pipeline_before_it(
+    writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", 1)
+    sessions = create_session_factory(writer_engine)
+    trace = tmp_path / "protocol.trace"
+    async with sessions() as session:
+        await RunRepository(session).add_many([run_row("open")])
+        driver = await _driver(session)
+        with trace.open("w") as sink:
+            driver.pgconn.trace(sink.fileno())
+            driver.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                receipts = [receipt_row("open", 0, id="open-0")]
+                await BulkWrite().add_receipts(receipts).execute(session, commit=True)
+            finally:
+                driver.pgconn.untrace()
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    assert _exchanges(sent) == 2, trace.read_text()  # the COPY, then COMMIT
+    assert await _status(sessions, "open") == "running"
