@@ -191,7 +191,7 @@ class GroupCommitWriter:
         linger_min_open_runs: int = 5,
         max_batch: int = 1000,
         max_backlog: int = 100_000,
-        turn_every: int = 100,
+        turn_every: int = 25,
         max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
         wal: WalKeeper | None = None,
         sqlite_process: SqliteWriterProcess | None = None,
