@@ -615,19 +615,20 @@ class GroupCommitWriter:
         async def write_once() -> None:
             nonlocal attempts, won
             attempts += 1
-            # Not `sessions.begin()`: the driver commits with the batch's statements
-            # (one round trip fewer); closing the session rolls back nothing.
-            async with self._sessions() as session:
-                receipts, runs = ReceiptRepository(session), RunRepository(session)
-                if attempts > 1:
+            if attempts > 1:
+                async with self._sessions() as session:
+                    runs = RunRepository(session)
                     stored = await _stored_runs(runs, claimed_runs)
+                    receipts = ReceiptRepository(session)
                     if stored or await self._committed(receipts, runs, rows, run_starts):
                         won = stored
                         return  # the last attempt committed; only its answer was lost
-                first = BulkWrite()
-                won = first.claim_runs(key_rows, claimed_runs)
-                if replaced or cache_rows:
+            first = BulkWrite()
+            won = first.claim_runs(key_rows, claimed_runs)
+            if replaced or cache_rows:
+                async with self._sessions() as session:
                     await first.add_runs(run_starts).add_receipts(inserts).execute(session)
+                    receipts = ReceiptRepository(session)
                     for row in replaced:
                         if not await receipts.replace(row):
                             await receipts.add_many([row])
@@ -642,22 +643,25 @@ class GroupCommitWriter:
                         .execute(session)
                     )
                     await session.commit()
-                    return
-                # Every row of the batch, and the commit, in one driver round trip
-                # (on PostgreSQL, a few when large inserts go by COPY: the audit rows
-                # before the ends, so that the two COPYs need no round trip between).
-                batch = (
-                    first.add_runs(run_starts)
-                    .add_receipts(inserts)
-                    .add_audit(audit)
-                    .finish_runs(run_ends)
-                    .complete_keys(completions)
-                    .release_keys(releases)
-                )
-                if self._process is not None:
-                    await batch.execute_in(self._process)
-                else:
-                    await batch.execute(session, commit=True, on_this_thread=lone)
+                return
+            # Every row of the batch, and the commit, in one driver round trip
+            # (on PostgreSQL, a few when large inserts go by COPY: the audit rows
+            # before the ends, so that the two COPYs need no round trip between).
+            batch = (
+                first.add_runs(run_starts)
+                .add_receipts(inserts)
+                .add_audit(audit)
+                .finish_runs(run_ends)
+                .complete_keys(completions)
+                .release_keys(releases)
+            )
+            if self._process is not None:
+                await batch.execute_in(self._process)  # the process's connection: no session
+                return
+            # Not `sessions.begin()`: the driver commits with the batch's statements
+            # (one round trip fewer); closing the session rolls back nothing.
+            async with self._sessions() as session:
+                await batch.execute(session, commit=True, on_this_thread=lone)
 
         try:
             # A short outage (a database restart) delays the batch instead of losing it.

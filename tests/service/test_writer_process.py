@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -59,6 +60,8 @@ async def test_runs_receipts_keys_and_ends_commit_in_the_process_together(
     engine: AsyncEngine, process: SqliteWriterProcess
 ) -> None:
     here = CommitCounter(engine)
+    checkouts: list[object] = []
+    event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(args))
     key = key_row("k", "run-2")
     async with running_writer(engine, linger_s=0.005, sqlite_process=process) as writer:
         claimed = writer.claim_run(key, started_run("run-2", caller="ops"))
@@ -82,6 +85,7 @@ async def test_runs_receipts_keys_and_ends_commit_in_the_process_together(
         assert ended is not None
         await ended
     assert here.count == 0  # nothing committed through this process's connection
+    assert checkouts == []  # nor was one of its connections taken for the batches
     assert 1 <= process.commits < 10
     assert [seq for _, seq, _ in await _stored(engine, "run-2")] == list(range(50))
     async with create_session_factory(engine)() as session:
