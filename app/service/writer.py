@@ -490,6 +490,11 @@ class GroupCommitWriter:
                 await self._write_batch()
                 if self._backlog <= self._max_backlog // 2:
                     self._release_room()
+                if self._groups or self._audit:
+                    # As before the first transaction: what came during the last one
+                    # may be a run's receipts, whose end is queued a turn later (a
+                    # parallel plan's lanes end in their tasks).
+                    await asyncio.sleep(0)
             self._writing = False
             barriers, self._barriers = self._barriers, []
             for barrier in barriers:
