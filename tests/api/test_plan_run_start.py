@@ -244,18 +244,29 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
     # The start's transaction is taken and held in flight; the calls settle meanwhile.
     # The end must still share the receipts' transaction: one commit to wait for, not two.
     writer = app.state.runtime.writer
-    sessions = writer._sessions
     in_flight = asyncio.Event()
     released = asyncio.Event()
+    process = app.state.runtime.sqlite_process
+    if process is None:
+        sessions = writer._sessions
 
-    @asynccontextmanager
-    async def held_session() -> AsyncIterator[Any]:
-        in_flight.set()
-        await released.wait()
-        async with sessions() as session:
-            yield session
+        @asynccontextmanager
+        async def held_session() -> AsyncIterator[Any]:
+            in_flight.set()
+            await released.wait()
+            async with sessions() as session:
+                yield session
 
-    monkeypatch.setattr(writer, "_sessions", held_session)
+        monkeypatch.setattr(writer, "_sessions", held_session)
+    else:  # the batch goes to the SQLite writer process, with no session of this process
+        execute = process.execute
+
+        async def held_execute(statements: Any) -> None:
+            in_flight.set()
+            await released.wait()
+            await execute(statements)
+
+        monkeypatch.setattr(process, "execute", held_execute)
     end_run_with = writer.end_run_with
     joined: list[bool] = []
 
