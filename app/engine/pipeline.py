@@ -50,6 +50,7 @@ from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
+from app.engine.waiting import wait_all
 from app.engine.watchdog import Watchdog, WatchdogExpired
 
 _dumps = orjson.dumps
@@ -400,8 +401,8 @@ class CallPipeline:
         """Hold the call until the receipt writer's backlog is back under its bound."""
         waited_from = perf_counter()
         try:
-            # wait(), not await: cancelling this call must not cancel the shared future.
-            await asyncio.wait((room,))
+            # Not await: cancelling this call must not cancel the shared future.
+            await wait_all((room,))
         finally:
             call.wait_ms += (perf_counter() - waited_from) * 1000.0
 
@@ -602,8 +603,8 @@ class CallPipeline:
         durable: asyncio.Future[None],
         receipt: Receipt,
     ) -> None:
-        # wait(), not await: cancelling this task must not cancel the sink's future.
-        await asyncio.wait((durable,))
+        # Not await: cancelling this task must not cancel the sink's future.
+        await wait_all((durable,))
         if durable.cancelled() or durable.exception() is not None:
             return  # not durable: the run's flush reports the write failure
         await self._evidence.deliver(state, receipt)

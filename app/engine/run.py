@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
+from app.engine.waiting import wait_all
 from app.engine.watchdog import Deadlines
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class RunState:
             return True
         if not started.done():
             # Waited on, never cancelled: the future is shared by the sink's transaction.
-            await asyncio.wait((started,))
+            await wait_all((started,))
         if started.cancelled() or started.exception() is not None:
             return False
         self.unconfirmed_start = None
@@ -114,8 +115,8 @@ class RunState:
         if not pending:
             return
         if not all(future.done() for future in pending):
-            # asyncio.wait, not gather: a cancelled flush must not cancel the sink's futures.
-            await asyncio.wait(pending)
+            # Not gather: a cancelled flush must not cancel the sink's futures.
+            await wait_all(pending)
         for future in pending:
             if future.cancelled():
                 raise ReceiptWriteFailed("a receipt write was cancelled")

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.engine.waiting import wait_all
 from app.service.errors import StorageUnavailable
 
 T = TypeVar("T")
@@ -15,8 +16,9 @@ T = TypeVar("T")
 async def committed(durable: asyncio.Future[T], failure: str) -> T:
     """The future's result once its transaction committed; StorageUnavailable
     (`failure: why`) if it failed or the writer was closed."""
-    # Shielded: the future is shared by the whole transaction and must never be cancelled.
+    # Never cancelled: the future is shared by the whole transaction.
+    await wait_all((durable,))
     try:
-        return await asyncio.shield(durable)
+        return durable.result()
     except (SQLAlchemyError, RuntimeError) as exc:
         raise StorageUnavailable(f"{failure}: {exc}") from exc

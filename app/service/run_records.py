@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine.waiting import wait_first
 from app.service.commits import committed
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
@@ -186,7 +187,7 @@ async def _started(writer: GroupCommitWriter, row: dict[str, Any]) -> None:
         raise StorageUnavailable(f"{failure}: the database is unavailable")
     durable = writer.start_run(row)
     if not durable.done():
-        await _first_done(durable, writer.outage())
+        await wait_first((durable, writer.outage()))
     if not durable.done():
         writer.end_once_started(durable, _not_run(row["id"]))
         raise StorageUnavailable(f"{failure}: the database is unavailable")
@@ -203,7 +204,7 @@ async def _claimed(writer: GroupCommitWriter, claim: IdempotencyClaim, row: dict
         raise StorageUnavailable(f"{failure}: the database is unavailable")
     claimed = writer.claim_run(claim_row(claim, row["id"]), row)
     if not claimed.done():
-        await _first_done(claimed, writer.outage())
+        await wait_first((claimed, writer.outage()))
     if not claimed.done():
         writer.end_once_started(claimed, _not_run(row["id"]))
         writer.release_once_claimed(claimed, claim.caller, claim.key, row["id"])
@@ -221,26 +222,6 @@ def _not_run(run_id: str) -> dict[str, Any]:
         "call_count": 0,
         "finished_at": datetime.now(UTC),
     }
-
-
-async def _first_done(*futures: asyncio.Future[Any]) -> None:
-    """Wait until one of `futures` is done, cancelling none of them (they are shared).
-
-    What `asyncio.wait(..., return_when=FIRST_COMPLETED)` does, without its set,
-    its argument checks and its task wrapping: this runs once per run start."""
-    waiter = asyncio.get_running_loop().create_future()
-
-    def wake(_: asyncio.Future[Any]) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    for future in futures:
-        future.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        for future in futures:
-            future.remove_done_callback(wake)
 
 
 async def stored_receipts(

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine.waiting import wait_all
 from app.service.run_events import RunEventHub
 from app.service.run_records import record_run_end
 
@@ -92,8 +93,10 @@ class RunHandle:
     async def wait(self) -> RunResult:
         """The run's result once it ended (raises its error); cancelling the waiter
         does not cancel the run."""
-        assert self._task is not None
-        await asyncio.shield(self._task)
+        task = self._task
+        assert task is not None
+        await wait_all((task,))
+        task.result()  # what shielding it would raise: its cancellation, an escaped error
         if self.error is not None:
             raise self.error
         assert self.result is not None
