@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     worker_threads: int = Field(default=32, gt=0)
     # Larger outputs are stored truncated, with their digest; the response keeps them whole.
     max_stored_output_bytes: int = Field(default=1024 * 1024, ge=1024)
-    group_commit_linger_s: float = Field(default=0.002, ge=0)
+    # How long a commit waits for more rows; None: none when SQLite's commits go
+    # to the writer process, 2 ms otherwise (`app.service.runtime.commit_linger_s`).
+    group_commit_linger_s: float | None = Field(default=None, ge=0)
     # The linger is spent only while this many runs (or more) are open.
     group_commit_linger_min_open_runs: int = Field(default=5, ge=2)
     # SQLite files: passive WAL checkpoints from a thread of their own, this often

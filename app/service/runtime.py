@@ -132,7 +132,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     writer_database = create_writer_engine(settings.database_url, database)
     writer = GroupCommitWriter(
         create_session_factory(writer_database),
-        linger_s=settings.group_commit_linger_s,
+        linger_s=commit_linger_s(settings, sqlite_process),
         linger_min_open_runs=settings.group_commit_linger_min_open_runs,
         max_stored_output_bytes=settings.max_stored_output_bytes,
         wal=checkpointer,
@@ -201,6 +201,19 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         checkpointer.start()  # after the migration: it opens the database file, never creates it
     logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
     return runtime
+
+
+# A commit's wait for more rows, unless configured: the writer process commits
+# beside the loop, and there a wait only keeps a request from its answer
+# (docs/benchmarks.md, section 4, fifteenth round).
+LINGER_S = 0.002
+LINGER_S_WITH_WRITER_PROCESS = 0.0
+
+
+def commit_linger_s(settings: Settings, sqlite_process: SqliteWriterProcess | None) -> float:
+    if settings.group_commit_linger_s is not None:
+        return settings.group_commit_linger_s
+    return LINGER_S if sqlite_process is None else LINGER_S_WITH_WRITER_PROCESS
 
 
 async def _sqlite_writer_process(

@@ -66,6 +66,7 @@ async def test_postgresql_has_no_checkpointer_and_no_writer_process(postgres_url
     async with _running(settings) as (runtime, _client):
         assert runtime.checkpointer is None
         assert runtime.sqlite_process is None
+        assert runtime.writer._linger_s == 0.002
 
 
 def _arguments(pid: int) -> list[str]:
@@ -108,8 +109,30 @@ async def test_no_writer_process_when_switched_off(sqlite_url: str) -> None:
     async with _running(settings) as (runtime, client):
         assert runtime.sqlite_process is None
         assert runtime.writer._process is None
+        assert runtime.writer._linger_s == 0.002  # commits on this process's thread
         response = await client.post("/plans/sequential", json=PLAN)
         assert response.status_code == 200
+
+
+async def test_commits_through_the_writer_process_do_not_linger(sqlite_url: str) -> None:
+    settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=sqlite_url)
+    async with _running(settings) as (runtime, _client):
+        assert runtime.sqlite_process is not None
+        assert runtime.writer._linger_s == 0
+
+
+@pytest.mark.parametrize("writer_process", [True, False])
+async def test_a_configured_linger_holds_whichever_way_commits_go(
+    sqlite_url: str, writer_process: bool
+) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY],
+        database_url=sqlite_url,
+        sqlite_writer_process=writer_process,
+        group_commit_linger_s=0.005,
+    )
+    async with _running(settings) as (runtime, _client):
+        assert runtime.writer._linger_s == 0.005
 
 
 async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:
