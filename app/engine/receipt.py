@@ -87,16 +87,23 @@ class Receipt(NamedTuple):
         return self.status is _SUCCEEDED
 
     def to_response(self) -> dict[str, Any]:
-        """The caller's own copy: the real output and error message."""
+        """The caller's own copy: the real output and error message. Its times are
+        the aware datetimes, which the response's JSON encoder (orjson) writes as
+        `isoformat()` would, in C: the copy is encoded once, as it is sent."""
         return self._render(
             self.output,
             None if self.error is None else self.error.to_dict(),
             self.control,
+            self.started_at,
+            self.finished_at,
         )
 
     def to_stored(self) -> dict[str, Any]:
         """The redacted copy: what is stored and what evidence hooks receive."""
-        stored = self._render(*self.redacted_parts())
+        output, error, control = self.redacted_parts()
+        stored = self._render(
+            output, error, control, self.started_at.isoformat(), self.finished_at.isoformat()
+        )
         stored["run_id"] = self.run_id
         stored["seq"] = self.seq
         stored["owner"] = self.owner
@@ -115,7 +122,12 @@ class Receipt(NamedTuple):
         )
 
     def _render(
-        self, output: Any, error: dict[str, Any] | None, control: Mapping[str, Any] | None
+        self,
+        output: Any,
+        error: dict[str, Any] | None,
+        control: Mapping[str, Any] | None,
+        started_at: datetime | str,
+        finished_at: datetime | str,
     ) -> dict[str, Any]:
         return {
             "receipt_id": self.receipt_id,
@@ -135,7 +147,7 @@ class Receipt(NamedTuple):
             "parent_receipt_id": self.parent_receipt_id,
             "control": None if control is None else dict(control),
             "admission_wait_ms": self.admission_wait_ms,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat(),
+            "started_at": started_at,
+            "finished_at": finished_at,
             "duration_ms": self.duration_ms,
         }
