@@ -122,21 +122,24 @@ def _build_layout(table: Table) -> _Layout:
     )
 
 
+# The PostgreSQL type whose binary format carries a column's values in `COPY`, by
+# column type (the first that matches: BigInteger is an Integer). A `json` column's
+# binary format is its text, which the JSON documents already are.
+_COPY_TYPES: tuple[tuple[type[Any], str], ...] = (
+    (JSON, "text"),
+    (String, "text"),
+    (UtcDateTime, "timestamptz"),
+    (Boolean, "bool"),
+    (Float, "float8"),
+    (BigInteger, "int8"),
+    (Integer, "int4"),
+)
+
+
 def _copy_type(column_type: Any) -> str:
-    """The PostgreSQL type whose binary format carries the column's values in `COPY`.
-    A `json` column's binary format is its text, which the JSON documents already are."""
-    if isinstance(column_type, JSON | String):
-        return "text"
-    if isinstance(column_type, UtcDateTime):
-        return "timestamptz"
-    if isinstance(column_type, Boolean):
-        return "bool"
-    if isinstance(column_type, Float):
-        return "float8"
-    if isinstance(column_type, BigInteger):
-        return "int8"
-    if isinstance(column_type, Integer):
-        return "int4"
+    for kind, name in _COPY_TYPES:
+        if isinstance(column_type, kind):
+            return name
     raise NotImplementedError(f"no COPY format for column type {column_type!r}")
 
 
