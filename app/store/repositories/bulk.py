@@ -608,13 +608,17 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
-        sent: list[_Sent | _Insert | None] = []  # an `_Insert` goes by COPY
+        sent: list[_Sent | _Copy | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 batch = (
                     None if len(step.rows) >= COPY_MIN_ROWS else _batch_json(step.layout, step.rows)
                 )
-                sent.append(step if batch is None else _Sent(step.layout.json_sql, (batch,)))
+                if batch is None:
+                    # Encoded before anything is sent: a row that cannot be stored sends nothing.
+                    sent.append(_Copy(step.layout, _encode(step.layout, step.rows, sqlite=False)))
+                else:
+                    sent.append(_Sent(step.layout.json_sql, (batch,)))
             elif isinstance(step, _Finish):
                 if len(step.ends) <= _FINISH_BY_ROW_MAX:
                     sent.append(_Sent(_FINISH_POSTGRES_ROWS, _end_parameters(step.ends), many=True))
@@ -652,12 +656,6 @@ class BulkWrite:
             if commit:
                 await _postgres_commit(connection)
             return
-        # Encoded before anything is sent: a row that cannot be stored sends nothing.
-        copied = {
-            id(item): _encode(item.layout, item.rows, sqlite=False)
-            for item in sent
-            if isinstance(item, _Insert)
-        }
         raw = await connection.get_raw_connection()
         driver = raw.driver_connection
         assert isinstance(driver, psycopg.AsyncConnection)
@@ -677,9 +675,9 @@ class BulkWrite:
                 await driver.set_autocommit(True)
             for position, segment in enumerate(segments):
                 first, last = position == 0, position == len(segments) - 1
-                if isinstance(segment, _Insert):
+                if isinstance(segment, _Copy):
                     statement = segment.layout.copy_sql
-                    await _copy(driver, segment.layout, copied[id(segment)])
+                    await _copy(driver, segment.layout, segment.encoded)
                     if last and commit:
                         statement = "COMMIT"
                         if own:
@@ -719,14 +717,14 @@ class BulkWrite:
                 await _end_own_transaction(connection, driver)
 
 
-def _segments(sent: Sequence[_Sent | _Insert | None]) -> list[list[_Sent] | _Insert]:
+def _segments(sent: Sequence[_Sent | _Copy | None]) -> list[list[_Sent] | _Copy]:
     """The statements in order: runs of pipelined ones, each COPY on its own. A
     transaction of its own starts with a pipeline, so that BEGIN costs no round
     trip of its own (it may hold BEGIN alone, before a COPY)."""
-    segments: list[list[_Sent] | _Insert] = [[]]
+    segments: list[list[_Sent] | _Copy] = [[]]
     for item in sent:
         assert item is not None
-        if isinstance(item, _Insert):
+        if isinstance(item, _Copy):
             segments.append(item)
         elif isinstance(segments[-1], list):
             segments[-1].append(item)
@@ -742,6 +740,14 @@ async def _copy(
         copy.set_types(layout.copy_types)
         for row in encoded:
             await copy.write_row(row)
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    """One table's rows for a binary COPY, encoded as its driver tuples."""
+
+    layout: _Layout
+    encoded: Sequence[tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
