@@ -35,7 +35,7 @@ from app.engine.ids import new_receipt_id
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
-from app.service.receipt_rows import audit_row, pair_call_events, receipt_row
+from app.service.receipt_rows import audit_event_rows, receipt_row
 from app.service.run_records import record_run_end, record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
@@ -68,7 +68,7 @@ async def _receipts(built: Contract, count: int) -> tuple[list[Receipt], list[di
     plan, admitted = harness.sequential_plan(built, "noop", count)
     await harness.run_sequential(runner, built, plan, admitted)
     await runner.aclose()
-    return sink.receipts, pair_call_events([audit_row(event) for event in events.events])
+    return sink.receipts, audit_event_rows(events.events)
 
 
 class _Commits:

@@ -3,17 +3,19 @@
 Receipts are always the redacted copy, with outputs over the size cap
 truncated (`stored_output`); the engine only caches outputs that redaction
 leaves unchanged and that fit under the cap. A call's `call.started` and
-`call.finished` written in one transaction share a row (`pair_call_events`).
+`call.finished` written in one transaction share a row (`audit_event_rows`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
 
-from app.engine.ports import AuditEvent, CachedOutput
+from app.engine.ports import AuditEvent, AuditKind, CachedOutput
 from app.engine.receipt import Receipt
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
-from app.store.repositories.audit import CALL_FINISHED, CALL_STARTED, call_pair_row
+from app.store.repositories.audit import CALL_PAIR_KIND, call_pair_detail
 
 
 def receipt_row(
@@ -74,51 +76,89 @@ def audit_row(event: AuditEvent) -> dict[str, Any]:
     }
 
 
-def pair_call_events(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The audit rows of one transaction, each call's `call.started` and
-    `call.finished` found in them merged into one row (`call_pair_row`).
+def audit_event_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of one transaction's audit events, in order: the engine's events
+    (`AuditEvent`) and rows the service wrote itself (`AuditEvent` column names).
 
-    The shared row takes the finished event's place, so the started event is
-    read later than it was written: past other calls' events and other runs'
-    events, never past an event of its own call or one of its run as a whole.
-    A call with such an event between the two (its retry or timeout; a router
-    decision, a run event) keeps its two rows, as does a call whose started
-    event was written in an earlier transaction.
+    A call's `call.started` and `call.finished` events found among them share one
+    row (`CALL_PAIR_KIND`), which takes the finished event's place: the started
+    event is read later than it was written, past other calls' events and other
+    runs' events, never past an event of its own call or one of its run as a
+    whole. A call with such an event between the two (its retry or timeout; a
+    router decision, a run event) keeps its two rows, as does a call whose
+    started event was written in an earlier transaction, or whose two events
+    differ in their run, caller, tool or keys, or whose finished time is naive
+    (left to the insert to refuse). The shared row is built from the two events
+    directly: no row of either is built first.
     """
-    out: list[dict[str, Any]] = []
+    out: list[AuditEvent | dict[str, Any]] = []
     # run_id -> {receipt_id: position in `out` of its call.started}
-    pending: dict[Any, dict[str, int]] = {}
+    pending: dict[str | None, dict[str, int]] = {}
     merged = False
-    for row in rows:
-        kind = row["kind"]
-        if kind == CALL_STARTED:
-            receipt_id = row["detail"].get("receipt_id")
-            if type(receipt_id) is str:
-                pending.setdefault(row["run_id"], {})[receipt_id] = len(out)
-        elif kind == CALL_FINISHED:
-            started = pending.get(row["run_id"])
-            if started:
-                at = started.pop(row["detail"].get("receipt_id"), None)
+    receipt_id: Any
+    for event in events:
+        if isinstance(event, dict):
+            detail = event.get("detail")
+            receipt_id = detail.get("receipt_id") if isinstance(detail, dict) else None
+            run_id = event.get("run_id")
+        else:
+            kind = event.kind
+            receipt_id = event.detail.get("receipt_id")
+            run_id = event.run_id
+            if kind is _STARTED:
+                if type(receipt_id) is str:
+                    pending.setdefault(run_id, {})[receipt_id] = len(out)
+                out.append(event)
+                continue
+            if kind is _FINISHED:
+                started = pending.get(run_id)
+                at = started.pop(receipt_id, None) if started else None
                 if at is not None:
-                    pair = call_pair_row(out[at], row)
-                    if pair is not None:
+                    first = cast(AuditEvent, out[at])
+                    # [2:7]: run_id, caller, tool, call_key, item_key.
+                    if event.at.tzinfo is not None and first[2:7] == event[2:7]:
                         out[at] = _MOVED
-                        out.append(pair)
+                        out.append(_pair_row(first, event))
                         merged = True
                         continue
+                out.append(event)
+                continue
+        # An event of one call keeps that call's events apart; any other event of
+        # the run (no receipt id), every call of the run in flight.
+        if type(receipt_id) is str:
+            started = pending.get(run_id)
+            if started:
+                started.pop(receipt_id, None)
         else:
-            # An event of one call keeps that call's events apart; any other
-            # event of the run (no receipt id), every call of the run in flight.
-            detail = row.get("detail")
-            receipt_id = detail.get("receipt_id") if isinstance(detail, dict) else None
-            if type(receipt_id) is str:
-                started = pending.get(row.get("run_id"))
-                if started:
-                    started.pop(receipt_id, None)
-            else:
-                pending.pop(row.get("run_id"), None)
-        out.append(row)
-    return [row for row in out if row is not _MOVED] if merged else rows
+            pending.pop(run_id, None)
+        out.append(event)
+    return [
+        event if isinstance(event, dict) else audit_row(event)
+        for event in out
+        if not merged or event is not _MOVED
+    ]
 
 
-_MOVED: dict[str, Any] = {}  # the place a merged call.started left
+def _pair_row(started: AuditEvent, finished: AuditEvent) -> dict[str, Any]:
+    # The engine's details are dicts already, and nothing changes a row's detail.
+    first, then = started.detail, finished.detail
+    return {
+        "run_id": started.run_id,
+        "at": started.at,
+        "kind": CALL_PAIR_KIND,
+        "caller": started.caller,
+        "tool": started.tool,
+        "call_key": started.call_key,
+        "item_key": started.item_key,
+        "detail": call_pair_detail(
+            first if type(first) is dict else dict(first),
+            then if type(then) is dict else dict(then),
+            finished.at,
+        ),
+    }
+
+
+_STARTED = AuditKind.CALL_STARTED
+_FINISHED = AuditKind.CALL_FINISHED
+# The place a merged call.started left.
+_MOVED = AuditEvent(_STARTED, datetime.min, None, None, None, None, None, {})

@@ -94,7 +94,7 @@ from app.observability.receipts import (
     record_writer_process_starts,
 )
 from app.service.outage import is_transient, retry_transient
-from app.service.receipt_rows import audit_row, cache_entry_row, pair_call_events, receipt_row
+from app.service.receipt_rows import audit_event_rows, cache_entry_row, receipt_row
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
@@ -207,7 +207,7 @@ class GroupCommitWriter:
         self._max_backlog = max_backlog
         self._groups: deque[_Group] = deque()
         self._open: _Group | None = None  # the group new receipts join
-        self._audit: list[dict[str, Any]] = []
+        self._audit: list[AuditEvent | dict[str, Any]] = []
         self._backlog = 0
         self._room: asyncio.Future[None] | None = None
         self._turn_every = turn_every
@@ -414,7 +414,7 @@ class GroupCommitWriter:
         return closed
 
     def emit(self, event: AuditEvent) -> None:
-        self._audit.append(audit_row(event))
+        self._audit.append(event)
         self._backlog += 1
         self._wake.set()
 
@@ -592,11 +592,11 @@ class GroupCommitWriter:
         for end in run_ends:
             self._open_runs.discard(end["run_id"])
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
-        audit, self._audit = self._audit[:most], self._audit[most:]
-        self._backlog -= len(rows) + len(audit)
+        events, self._audit = self._audit[:most], self._audit[most:]
+        self._backlog -= len(rows) + len(events)
         if self._unstarted:
             rows, cache_rows, run_ends = self._leave_out_unstarted(rows, cache_rows, run_ends)
-        audit = pair_call_events(audit)
+        audit = audit_event_rows(events)
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
         created_at = datetime.now(UTC)

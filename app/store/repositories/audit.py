@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -31,8 +30,6 @@ CALL_FINISHED = "call.finished"
 # cost half of what an ISO text does to write and to read.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-# The columns both events of a pair have in common.
-_shared = itemgetter("run_id", "caller", "tool", "call_key", "item_key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,26 +47,16 @@ class StoredAuditEvent:
     detail: dict[str, Any]
 
 
-def call_pair_row(started: Mapping[str, Any], finished: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One row for a call's `call.started` and `call.finished` rows (`AuditEvent` column
-    names), or None when they cannot share one (they differ in a shared column, or the
-    finished time is naive: left to the insert to refuse)."""
-    finished_at = finished["at"]
-    if finished_at.tzinfo is None:
-        return None
-    try:
-        if _shared(started) != _shared(finished):
-            return None
-    except KeyError:
-        return None
-    row = dict(started)
-    row["kind"] = CALL_PAIR_KIND
-    row["detail"] = {
-        "started": started["detail"],
-        "finished": finished["detail"],
+def call_pair_detail(
+    started: dict[str, Any], finished: dict[str, Any], finished_at: datetime
+) -> dict[str, Any]:
+    """The `detail` of a call's shared row, from its two events' details and the
+    finished event's time (aware); the row's other columns are the started event's."""
+    return {
+        "started": started,
+        "finished": finished,
         "finished_at_us": (finished_at - _EPOCH) // _MICROSECOND,
     }
-    return row
 
 
 def expand(
