@@ -47,7 +47,12 @@ def stored_output(output: Any, max_bytes: int) -> StoredOutput:
 
 
 def _dumps(value: Any) -> bytes:
-    # As the store writes JSON columns (app/store/serialization.py).
+    # As the store writes JSON columns (app/store/serialization.py): string keys
+    # only first, orjson's quicker path.
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        pass
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # integers beyond 64 bits

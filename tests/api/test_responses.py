@@ -24,3 +24,9 @@ def test_a_receipt_is_sent_with_the_times_its_stored_copy_writes(microsecond: in
 
     assert sent["started_at"] == stored["started_at"] == at.isoformat()
     assert sent["finished_at"] == stored["finished_at"] == later.isoformat()
+
+
+def test_an_answer_with_keys_that_are_not_strings_is_sent_with_them_as_strings() -> None:
+    sent = FastJSONResponse({"a": {1: "one"}, 2: [None]}).body
+    assert sent == b'{"a":{"1":"one"},"2":[null]}'
+    assert FastJSONResponse({"a": [1.5, "ü"]}).body == '{"a":[1.5,"ü"]}'.encode()

@@ -29,3 +29,13 @@ def test_values_written_by_value_are_digested_as_written() -> None:
     output = {"id": uuid.UUID(int=5), "pad": "x" * 2000}
     _, digest, _ = stored_output(output, 1024)
     assert digest == sha256_digest(canonical_json({"id": str(uuid.UUID(int=5)), "pad": "x" * 2000}))
+
+
+def test_an_output_with_keys_that_are_not_strings_is_sized_as_the_store_writes_it() -> None:
+    # orjson writes 1e-7 so; the stdlib would write 1e-07.
+    output = {1: "x" * 30, "n": {2: 1e-7}}
+    assert stored_output(output, 64) == (output, None, False)
+    value, digest, truncated = stored_output(output, 40)
+    assert truncated is True
+    assert value["size_bytes"] == len('{"1":"' + "x" * 30 + '","n":{"2":1e-7}}')
+    assert digest == sha256_digest(canonical_json({"1": "x" * 30, "n": {"2": 1e-7}}))

@@ -45,7 +45,6 @@ from operator import itemgetter
 from typing import Any, NoReturn, cast
 
 import aiosqlite
-import orjson
 import psycopg
 from sqlalchemy import JSON, BigInteger, Boolean, ColumnDefault, Float, Integer, String, Table
 from sqlalchemy.exc import DBAPIError
@@ -53,7 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.store import sqlite_statements
 from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt, Run
-from app.store.serialization import dumps
+from app.store.serialization import dumps, json_bytes
 from app.store.sqlite_statements import CLAIM_STATEMENT, SqliteClaims, SqliteStatement
 from app.store.sqlite_writer import SqliteWriterProcess, StatementFailed, WriterProcessGone
 from app.store.types import UtcDateTime
@@ -283,7 +282,7 @@ def _batch_json(layout: _Layout, rows: Sequence[Mapping[str, Any]]) -> str | Non
             if value is not None and value.tzinfo is None:
                 raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
     try:
-        batch = orjson.dumps(complete, option=orjson.OPT_NON_STR_KEYS).decode()
+        batch = json_bytes(complete).decode()
     except TypeError:  # an integer beyond 64 bits
         return None
     # json_populate_recordset unescapes every string, and PostgreSQL text cannot
@@ -847,9 +846,7 @@ def _end_values(end: Mapping[str, Any]) -> dict[str, Any]:
 def _ends_json(ends: Sequence[Mapping[str, Any]]) -> str | None:
     """The ends as one JSON array, or None when this path cannot take them (as `_batch_json`)."""
     try:
-        batch = orjson.dumps(
-            [_end_values(end) for end in ends], option=orjson.OPT_NON_STR_KEYS
-        ).decode()
+        batch = json_bytes([_end_values(end) for end in ends]).decode()
     except TypeError:
         return None
     return None if "\\u0000" in batch else batch

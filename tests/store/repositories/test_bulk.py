@@ -144,6 +144,24 @@ async def test_an_integer_beyond_64_bits_takes_the_fallback_and_is_stored_exactl
     assert (await receipts.list_for_run("bulk"))[0].output == big
 
 
+async def test_keys_that_are_not_strings_are_stored_exactly_as_the_orm_stores_them(
+    session: AsyncSession, through: str
+) -> None:
+    # orjson's quicker path refuses them: written with OPT_NON_STR_KEYS instead.
+    await create_run(session, "orm")
+    await create_run(session, "bulk")
+    receipts = ReceiptRepository(session)
+    keyed = {1: "one", "n": {2: [True]}}
+    await receipts.add_many([receipt_row("orm", 0, id="o", output=keyed, idempotency_key="k")])
+    await receipts.add_bulk([receipt_row("bulk", 0, id="b", output=keyed, idempotency_key="k")])
+    await session.commit()
+
+    bulk = await _stored(session, "receipts", RECEIPT_COLUMNS, "bulk")
+    assert bulk == await _stored(session, "receipts", RECEIPT_COLUMNS, "orm")
+    session.expunge_all()
+    assert (await receipts.list_for_run("bulk"))[0].output == {"1": "one", "n": {"2": [True]}}
+
+
 async def test_bulk_audit_events_are_stored_as_the_orm_stores_them_in_row_order(
     session: AsyncSession, through: str
 ) -> None:
