@@ -186,7 +186,7 @@ def _calls(data: Any) -> tuple[PlannedCall, ...] | None:
             or (payload is not None and type(payload) is not dict)
         ):
             return None
-        calls.append(PlannedCall(call_key=call_key, tool=tool, args=args, payload=payload))
+        calls.append(PlannedCall(call_key, tool, args, payload))
     return tuple(calls)
 
 
