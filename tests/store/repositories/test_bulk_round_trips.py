@@ -145,6 +145,22 @@ def _exchanges(trace: list[list[str]]) -> int:
     return len([fields for fields in trace if fields[0] == "B" and fields[2] == "ReadyForQuery"])
 
 
+def _copying(
+    monkeypatch: pytest.MonkeyPatch, engine: AsyncEngine, tmp_path: Path, *, min_rows: int
+) -> tuple[async_sessionmaker[AsyncSession], Path]:
+    """Sessions whose inserts of `min_rows` rows or more go by COPY, and a trace file."""
+    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", min_rows)
+    return create_session_factory(engine), tmp_path / "protocol.trace"
+
+
+async def _count(sessions: async_sessionmaker[AsyncSession], table: str, run_id: str) -> int:
+    async with sessions() as session:
+        found = await session.execute(
+            text(f"SELECT count(*) FROM {table} WHERE run_id = :run_id"), {"run_id": run_id}
+        )
+        return int(found.scalar_one())
+
+
 def _large_batch(run_id: str) -> BulkWrite:
     return (
         BulkWrite()
@@ -158,9 +174,7 @@ def _large_batch(run_id: str) -> BulkWrite:
 async def test_large_inserts_go_by_copy_between_pipelines_in_one_transaction(
     writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", 3)
-    sessions = create_session_factory(writer_engine)
-    trace = tmp_path / "protocol.trace"
+    sessions, trace = _copying(monkeypatch, writer_engine, tmp_path, min_rows=3)
     async with sessions() as session:
         sent = await _traced(session, _large_batch("copied"), trace)
         driver = await _driver(session)
@@ -172,23 +186,14 @@ async def test_large_inserts_go_by_copy_between_pipelines_in_one_transaction(
     # BEGIN with the run's insert, the two COPYs, the end with COMMIT: four exchanges.
     assert _exchanges(sent) == 4, trace.read_text()
     assert await _status(sessions, "copied") == "succeeded"
-    async with sessions() as session:
-        stored = await session.execute(
-            text("SELECT count(*) FROM receipts WHERE run_id = 'copied'")
-        )
-        assert stored.scalar_one() == 3
-        events = await session.execute(
-            text("SELECT count(*) FROM audit_events WHERE run_id = 'copied'")
-        )
-        assert events.scalar_one() == 3
+    assert await _count(sessions, "receipts", "copied") == 3
+    assert await _count(sessions, "audit_events", "copied") == 3
 
 
 async def test_a_copy_in_a_transaction_already_open_costs_no_pipeline_before_it(
     writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk, "COPY_MIN_ROWS", 1)
-    sessions = create_session_factory(writer_engine)
-    trace = tmp_path / "protocol.trace"
+    sessions, trace = _copying(monkeypatch, writer_engine, tmp_path, min_rows=1)
     async with sessions() as session:
         await RunRepository(session).add_many([run_row("open")])
         receipts = [receipt_row("open", 0, id="open-0")]
