@@ -16,9 +16,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.engine.ids import new_request_id
 from app.observability.context import LogContext, enter_context, leave_context
-from app.observability.labels import Children, http_method, status_class
+from app.observability.labels import http_method, status_class
 from app.observability.logging import ACCESS_LOGGER, JsonFormatter, own_json_handler
-from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
+from app.observability.request_metrics import RequestMeter
 
 REQUEST_ID_HEADER = "x-request-id"
 _REQUEST_ID_NAME = REQUEST_ID_HEADER.encode("latin-1")
@@ -29,9 +29,6 @@ QUIET_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 logger = logging.getLogger(ACCESS_LOGGER)
-
-_HTTP_REQUESTS = Children(HTTP_REQUESTS)
-_HTTP_DURATION = Children(HTTP_DURATION)
 
 
 def route_template(scope: Scope) -> str:
@@ -51,6 +48,7 @@ def incoming_request_id(scope: Scope) -> str | None:
 class ObservabilityMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._meter = RequestMeter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,35 +69,25 @@ class ObservabilityMiddleware:
             await send(message)
 
         started = perf_counter()
-        HTTP_IN_FLIGHT.inc()
+        self._meter.started()
         try:
             await self.app(scope, receive, send_with_id)
         except BaseException as exc:
             error = type(exc).__name__
             raise
         finally:
-            HTTP_IN_FLIGHT.dec()
             self._record(scope, status, perf_counter() - started, error)
             leave_context(token)
 
     def _record(self, scope: Scope, status: int, seconds: float, error: str | None) -> None:
         method = scope["method"]
-        label = http_method(method)
         route = route_template(scope)
-        _HTTP_REQUESTS(label, route, status_class(status)).inc()
-        _HTTP_DURATION(label, route).observe(seconds)
+        self._meter.answered(http_method(method), route, status_class(status), seconds)
         level = logging.DEBUG if route in QUIET_ROUTES and status < 400 else logging.INFO
         if not logger.isEnabledFor(level):
             return
-        fields: dict[str, Any] = {
-            "method": method,
-            "route": route,
-            "path": scope.get("path", ""),
-            "status": status,
-            "duration_ms": round(seconds * 1000.0, 3),
-        }
-        if error is not None:
-            fields["error"] = error
+        path = scope.get("path", "")
+        duration_ms = round(seconds * 1000.0, 3)
         handler = own_json_handler(logger, level)
         if handler is not None:
             # The line `logging` would write, made without a record and its handling
@@ -107,15 +95,24 @@ class ObservabilityMiddleware:
             # runs, with `logging`'s own error handling.
             try:
                 formatter = cast(JsonFormatter, handler.formatter)
-                line = formatter.line(
+                line = formatter.access_line(
                     time(), logging.getLevelName(level), logger.name,
-                    f"{method} {route} {status:d}", sorted(fields.items()),
+                    method, route, path, status, duration_ms, error,
                 )  # fmt: skip
             except Exception:
                 pass
             else:
                 handler.keep(line, level, logger.name)
                 return
+        fields: dict[str, Any] = {
+            "method": method,
+            "route": route,
+            "path": path,
+            "status": status,
+            "duration_ms": duration_ms,
+        }
+        if error is not None:
+            fields["error"] = error
         # `logger.log` would walk the stack for the call site: always this function.
         record = logger.makeRecord(
             logger.name, level, __file__, _LINE, "%s %s %d", (method, route, status), None,

@@ -330,19 +330,46 @@ def _refuse_records(*args: Any, **kwargs: Any) -> logging.LogRecord:
     raise AssertionError("the access line was to be made without a record")
 
 
+_NO_CONTEXT = object()
+
+
 @pytest.mark.parametrize(
-    ("status", "error", "path"),
-    [(200, None, "/plans/sequential"), (500, "RuntimeError", f"/runs/{SECRET}")],
-    ids=["plain", "an error and a secret"],
+    ("method", "status", "error", "path", "context"),
+    [
+        ("POST", 200, None, "/plans/sequential", LogContext(request_id="req-1")),
+        ("POST", 500, "RuntimeError", f"/runs/{SECRET}", LogContext(request_id="req-1")),
+        ("GET", 404, None, '/runs/"quoted"\\/ünïcode', LogContext(request_id="req-1")),
+        ("POST", 200, None, "/plans/sequential", LogContext(request_id=f"{SECRET}")),
+        ("POST", 200, None, "/plans/sequential", LogContext(bound_caller=f"Bearer {SECRET}")),
+        ("DELETE", 405, None, "/plans/sequential", LogContext()),
+        (SECRET, 405, None, "/plans/sequential", LogContext()),
+        ("POST", 200, None, "/plans/sequential", _NO_CONTEXT),
+    ],
+    ids=[
+        "plain",
+        "an error and a secret",
+        "quotes and unicode",
+        "a secret request id",
+        "a secret caller",
+        "an empty context",
+        "a secret method",
+        "no context",
+    ],
 )
 def test_an_access_line_made_without_a_record_is_the_line_logging_makes(
-    monkeypatch: pytest.MonkeyPatch, status: int, error: str | None, path: str
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    status: int,
+    error: str | None,
+    path: str,
+    context: LogContext | object,
 ) -> None:
-    scope = {"type": "http", "method": "POST", "path": path, "route": _Route()}
+    scope = {"type": "http", "method": method, "path": path, "route": _Route()}
     streams = {"without a record": io.StringIO(), "through logging": io.StringIO()}
-    token = enter_context(LogContext(request_id="req-1"))
+    token = enter_context(context) if isinstance(context, LogContext) else None
     try:
-        bind_run("run-1", "alice")
+        if isinstance(context, LogContext) and context.request_id == "req-1":
+            bind_run("run-1", "alice")
         for way, stream in streams.items():
             logger = _access_logger(stream)
             if way == "without a record":
@@ -352,14 +379,16 @@ def test_an_access_line_made_without_a_record_is_the_line_logging_makes(
             monkeypatch.setattr(middleware, "logger", logger)
             middleware.ObservabilityMiddleware(None)._record(scope, status, 0.0123456, error)
     finally:
-        leave_context(token)
+        if token is not None:
+            leave_context(token)
 
     assert SECRET not in streams["without a record"].getvalue()
     (fast,), (slow,) = (_lines(stream) for stream in streams.values())
     assert fast.pop("ts").endswith("+00:00")
     slow.pop("ts")
     assert list(fast.items()) == list(slow.items())  # the same fields, in the same order
-    assert fast["message"] == f"POST /plans/sequential {status}"
+    if SECRET not in method:
+        assert fast["message"] == f"{method} /plans/sequential {status}"
 
 
 def test_a_line_is_made_without_a_record_for_the_service_s_own_json_handler() -> None:
@@ -430,6 +459,7 @@ def test_a_line_that_cannot_be_made_never_fails_the_request(
         raise ValueError("cannot format")
 
     monkeypatch.setattr(JsonFormatter, "line", broken)
+    monkeypatch.setattr(JsonFormatter, "access_line", broken)
     monkeypatch.setattr(logging, "raiseExceptions", False)  # logging's own error handling
     stream = io.StringIO()
     monkeypatch.setattr(middleware, "logger", _access_logger(stream))
