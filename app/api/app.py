@@ -72,6 +72,7 @@ def create_app(
     # The busiest routes first: a request is matched against the table in order.
     for api in (plans, router, runs, run_control, resume, receipts, tools, health, metrics):
         add_routes(app, api.router)
+    documentation_last(app)
     return app
 
 
@@ -85,3 +86,16 @@ def add_routes(app: FastAPI, api: APIRouter) -> None:
     one pass of a few route regexes.
     """
     app.router.routes.extend(api.routes)
+
+
+def documentation_last(app: FastAPI) -> None:
+    """Move the routes FastAPI adds when the app is made (the OpenAPI document and the
+    documentation pages) behind the service's own: every request was matched
+    against those four first."""
+    documentation = {
+        app.openapi_url,
+        app.docs_url,
+        app.redoc_url,
+        app.swagger_ui_oauth2_redirect_url,
+    }
+    app.router.routes.sort(key=lambda route: getattr(route, "path", None) in documentation)
