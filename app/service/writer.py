@@ -79,10 +79,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -94,9 +94,23 @@ from app.observability.receipts import (
     record_writer_process_starts,
 )
 from app.service.outage import is_transient, retry_transient
-from app.service.receipt_rows import audit_event_rows, cache_entry_row, receipt_row
+from app.service.receipt_rows import (
+    AUDIT_COLUMNS,
+    RECEIPT_COLUMNS,
+    audit_event_rows,
+    audit_event_values,
+    cache_entry_row,
+    receipt_row,
+    receipt_values,
+)
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
-from app.store.repositories.bulk import BulkWrite
+from app.store.repositories.bulk import (
+    BulkWrite,
+    RenderedTimes,
+    audit_columns,
+    receipt_columns,
+    sqlite_time,
+)
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -158,13 +172,19 @@ class _Claim:
 class _Group:
     """Rows bound for one transaction, and the future they share: keys claimed with
     the runs they start, runs that start, receipts (with their cache entries), runs
-    that end, keys' final responses, keys freed."""
+    that end, keys' final responses, keys freed.
+
+    Receipts bound for the SQLite writer process are kept as the engine's receipts
+    with their driver tuples (`encoded`, `receipt_values`); any other writer keeps
+    their rows."""
 
     __slots__ = (
         "cache_rows",
         "claims",
         "completions",
         "durable",
+        "encoded",
+        "receipts",
         "releases",
         "rows",
         "run_ends",
@@ -176,10 +196,55 @@ class _Group:
         self.claims: list[_Claim] = []
         self.run_starts: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
+        self.receipts: list[Receipt] = []
+        self.encoded: list[tuple[Any, ...]] = []
         self.cache_rows: list[dict[str, Any]] = []
         self.run_ends: list[dict[str, Any]] = []
         self.completions: list[dict[str, Any]] = []
         self.releases: list[dict[str, Any]] = []
+
+    @property
+    def size(self) -> int:
+        """Receipts held."""
+        return len(self.rows) + len(self.receipts)
+
+
+class _ReceiptRows(Sequence[dict[str, Any]]):
+    """A committed batch's receipt rows for the listeners, made when first read: the
+    batch went to the database as driver tuples, and a listener with no one to
+    tell (no run's events followed) reads none."""
+
+    def __init__(
+        self, receipts: list[Receipt], max_output_bytes: int, created_at: datetime
+    ) -> None:
+        self._receipts = receipts
+        self._max_output_bytes = max_output_bytes
+        self._created_at = created_at
+        self._rows: list[dict[str, Any]] | None = None
+
+    def _made(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = []
+            for receipt in self._receipts:
+                row = receipt_row(receipt, self._max_output_bytes)
+                row["created_at"] = self._created_at
+                self._rows.append(row)
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._receipts)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+        return self._made()[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._made())
 
 
 class GroupCommitWriter:
@@ -200,6 +265,14 @@ class GroupCommitWriter:
         self._wal = wal
         self._process = sqlite_process
         self._process_starts = 0  # the process's starts counted so far
+        if sqlite_process is not None and (
+            receipt_columns() != RECEIPT_COLUMNS or audit_columns() != AUDIT_COLUMNS
+        ):
+            raise RuntimeError(
+                "receipt_values or audit_event_values no longer match their tables' columns"
+            )
+        # Datetimes rendered for SQLite since the last batch was taken (`receipt_values`).
+        self._rendered: RenderedTimes = {}
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._linger_min_open_runs = max(2, linger_min_open_runs)
@@ -266,7 +339,11 @@ class GroupCommitWriter:
         group = self._join()
         if group is None:
             return self._closed()
-        group.rows.append(receipt_row(receipt, self._max_output_bytes))
+        if self._process is None:
+            group.rows.append(receipt_row(receipt, self._max_output_bytes))
+        else:
+            group.receipts.append(receipt)
+            group.encoded.append(receipt_values(receipt, self._max_output_bytes, self._rendered))
         if cache_entry is not None:
             group.cache_rows.append(cache_entry_row(cache_entry))
         self._backlog += 1
@@ -402,7 +479,7 @@ class GroupCommitWriter:
         if self._closing:
             return None
         group = self._open
-        if group is None or len(group.rows) >= self._max_batch:
+        if group is None or group.size >= self._max_batch:
             group = self._open = _Group(asyncio.get_running_loop().create_future())
             self._groups.append(group)
         return group
@@ -507,7 +584,7 @@ class GroupCommitWriter:
         """Whether the next transaction already has all it can take: lingering
         would only delay it (a long plan waiting for its receipts)."""
         groups = self._groups
-        return bool(groups) and (len(groups) > 1 or len(groups[0].rows) >= self._max_batch)
+        return bool(groups) and (len(groups) > 1 or groups[0].size >= self._max_batch)
 
     def _release_room(self) -> None:
         room, self._room = self._room, None
@@ -581,6 +658,9 @@ class GroupCommitWriter:
         if group is self._open:
             self._open = None
         rows = [] if group is None else group.rows
+        engine_receipts = [] if group is None else group.receipts
+        encoded = [] if group is None else group.encoded
+        rendered, self._rendered = self._rendered, {}
         cache_rows = [] if group is None else group.cache_rows
         run_starts = [] if group is None else group.run_starts
         run_ends = [] if group is None else group.run_ends
@@ -593,15 +673,29 @@ class GroupCommitWriter:
             self._open_runs.discard(end["run_id"])
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
         events, self._audit = self._audit[:most], self._audit[most:]
-        self._backlog -= len(rows) + len(events)
+        self._backlog -= len(rows) + len(engine_receipts) + len(events)
+        if engine_receipts and (self._unstarted or self._superseded or cache_rows):
+            # What only rows take: receipts of a run whose start failed left out, a
+            # stored receipt replaced, cache entries (written on the service's side).
+            rows = [receipt_row(receipt, self._max_output_bytes) for receipt in engine_receipts]
+            engine_receipts, encoded = [], []
         if self._unstarted:
             rows, cache_rows, run_ends = self._leave_out_unstarted(rows, cache_rows, run_ends)
-        audit = audit_event_rows(events)
+        # To the writer process, the engine's events go as driver tuples too; rows
+        # otherwise (and where replaced receipts add audit rows).
+        direct = self._process is not None and not (self._superseded or cache_rows)
+        audit = [] if direct else audit_event_rows(events)
+        audit_values = audit_event_values(events, rendered) if direct else []
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
         created_at = datetime.now(UTC)
         for row in rows:
             row.setdefault("created_at", created_at)
+        if encoded:
+            created = (sqlite_time(created_at, rendered),)
+            encoded = [values + created for values in encoded]
+        count = len(rows) + len(encoded)
+        first_receipt_id = rows[0]["id"] if rows else encoded[0][0] if encoded else None
         inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
         lone = self._process is None and self._lone(
             rows, run_starts, run_ends, claimed_runs, len(audit)
@@ -625,7 +719,9 @@ class GroupCommitWriter:
                     runs = RunRepository(session)
                     stored = await _stored_runs(runs, claimed_runs)
                     receipts = ReceiptRepository(session)
-                    if stored or await self._committed(receipts, runs, rows, run_starts):
+                    if stored or await self._committed(
+                        receipts, runs, first_receipt_id, run_starts
+                    ):
                         won = stored
                         return  # the last attempt committed; only its answer was lost
             first = BulkWrite()
@@ -655,13 +751,16 @@ class GroupCommitWriter:
             batch = (
                 first.add_runs(run_starts)
                 .add_receipts(inserts)
+                .add_encoded_receipts(encoded)
                 .add_audit(audit)
+                .add_encoded_audit(audit_values)
                 .finish_runs(run_ends)
                 .complete_keys(completions)
                 .release_keys(releases)
             )
             if self._process is not None:
-                await batch.execute_in(self._process)  # the process's connection: no session
+                # The process's connection: no session.
+                await batch.execute_in(self._process, rendered)
                 return
             # Not `sessions.begin()`: the driver commits with the batch's statements
             # (one round trip fewer); closing the session rolls back nothing.
@@ -672,7 +771,7 @@ class GroupCommitWriter:
             # A short outage (a database restart) delays the batch instead of losing it.
             await retry_transient(write, "a group commit")
         except Exception as exc:  # resolved into every waiting plan, which reports it
-            record_receipt_commit(len(rows), perf_counter() - started, ok=False)
+            record_receipt_commit(count, perf_counter() - started, ok=False)
             logger.error("group commit of %d receipts failed: %s", len(rows), exc)
             for row in [*run_starts, *claimed_runs]:  # never started: nothing will end them
                 self._open_runs.discard(row["id"])
@@ -692,16 +791,21 @@ class GroupCommitWriter:
             if self.in_outage:
                 self._outage = None
             self._count_process_starts()
-        record_receipt_commit(len(rows), perf_counter() - started, ok=True)
+        record_receipt_commit(count, perf_counter() - started, ok=True)
         for claim in [*claims, *repeated]:
             run_id = claim.run_row["id"]
             if run_id not in won:
                 self._open_runs.discard(run_id)
             if not claim.claimed.done():
                 claim.claimed.set_result(run_id in won)
-        for listener in self._listeners if rows else ():
+        committed: Sequence[dict[str, Any]] = (
+            rows
+            if not engine_receipts
+            else _ReceiptRows(engine_receipts, self._max_output_bytes, created_at)
+        )
+        for listener in self._listeners if committed else ():
             try:
-                listener(rows)
+                listener(committed)
             except Exception as exc:
                 logger.error("a receipt listener failed: %s", exc, exc_info=exc)
         if group is not None and not group.durable.done():
@@ -711,12 +815,12 @@ class GroupCommitWriter:
     async def _committed(
         receipts: ReceiptRepository,
         runs: RunRepository,
-        rows: Sequence[dict[str, Any]],
+        first_receipt_id: str | None,
         run_starts: Sequence[dict[str, Any]],
     ) -> bool:
         """Whether an earlier attempt of this batch committed (its first new row exists)."""
-        if rows:
-            return await receipts.get(rows[0]["id"]) is not None
+        if first_receipt_id is not None:
+            return await receipts.get(first_receipt_id) is not None
         if run_starts:
             return await runs.get(run_starts[0]["id"]) is not None
         return False

@@ -4,7 +4,7 @@ and a batch written exactly once when the process ends around its commit."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import CachedOutput
+from app.engine.receipt import Receipt
+from app.service import writer as writer_module
+from app.service.receipt_rows import receipt_row
 from app.service.run_records import run_end
+from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory, sqlite_pragmas
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.idempotency import IdempotencyRepository
@@ -34,6 +38,7 @@ from tests.writer_support import (
 )
 
 STARTS = "toolloop_sqlite_writer_starts_total"
+SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
 
 
 @pytest.fixture
@@ -161,3 +166,45 @@ async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
             await writer.submit(orphan)
         await writer.submit(succeeded_receipt(1, {"n": 1}))  # the next batch commits
     assert await _stored(engine) == [("r1", 1, {"n": 1})]
+
+
+async def test_listeners_read_the_rows_the_process_stored_and_only_when_they_read(
+    engine: AsyncEngine, process: SqliteWriterProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+
+    def counted(receipt: Receipt, max_output_bytes: int) -> dict[str, Any]:
+        made.append(receipt.receipt_id)
+        return receipt_row(receipt, max_output_bytes)
+
+    monkeypatch.setattr(writer_module, "receipt_row", counted)
+    batches: list[Sequence[dict[str, Any]]] = []
+    async with running_writer(engine, sqlite_process=process) as writer:
+        writer.add_listener(batches.append)
+        await asyncio.gather(
+            *(
+                writer.submit(succeeded_receipt(s, {"n": s, "auth": f"Bearer {SECRET}"}))
+                for s in range(3)
+            )
+        )
+        assert made == []  # committed as driver tuples; no listener read a row yet
+        rows = [dict(row) for batch in batches for row in batch]
+    assert sorted(made) == ["r0", "r1", "r2"]
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run(RUN_ID)
+    assert [(row["id"], row["output"], row["created_at"]) for row in rows] == [
+        (receipt.id, receipt.output, receipt.created_at) for receipt in stored
+    ]
+    assert all(row["output"]["auth"] == "Bearer [REDACTED]" for row in rows)
+
+
+@pytest.mark.parametrize("columns", ["RECEIPT_COLUMNS", "AUDIT_COLUMNS"])
+def test_a_writer_whose_tuples_are_not_their_table_s_columns_refuses_to_start(
+    engine: AsyncEngine,
+    process: SqliteWriterProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    columns: str,
+) -> None:
+    monkeypatch.setattr(writer_module, columns, getattr(writer_module, columns)[::-1])
+    with pytest.raises(RuntimeError, match="tables' columns"):
+        GroupCommitWriter(create_session_factory(engine), sqlite_process=process)

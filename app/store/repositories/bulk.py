@@ -204,13 +204,40 @@ def _sqlite_time(value: datetime) -> str:
 # time): each is rendered once per transaction.
 _TIMES = "toolloop.bulk.times"
 
+# Datetimes rendered for SQLite, by `id` (the datetime kept beside its text, so a
+# recycled id is never taken for it).
+RenderedTimes = dict[int, tuple[datetime, str]]
+
+
+def sqlite_time(value: datetime, rendered: RenderedTimes) -> str:
+    """`value` as SQLite stores it (`_sqlite_time`), rendered once per `rendered`."""
+    seen = rendered.get(id(value))
+    if seen is None or seen[0] is not value:
+        seen = rendered[id(value)] = (value, _sqlite_time(value))
+    return seen[1]
+
+
+def receipt_columns() -> tuple[str, ...]:
+    """The columns a bulk insert of receipts writes, in the driver tuples' order."""
+    return _layout_of(Receipt).columns
+
+
+def audit_columns() -> tuple[str, ...]:
+    """The columns a bulk insert of audit rows writes, in the driver tuples' order."""
+    return _layout_of(AuditEvent).columns
+
+
+def sqlite_audit_values(row: Mapping[str, Any], rendered: RenderedTimes) -> tuple[Any, ...]:
+    """An audit row (`AuditEvent` column names) as SQLite's driver takes it."""
+    return _encode(_layout_of(AuditEvent), [row], sqlite=True, rendered=rendered)[0]
+
 
 def _encode(
     layout: _Layout,
     rows: Sequence[Mapping[str, Any]],
     *,
     sqlite: bool,
-    rendered: dict[int, tuple[datetime, str]] | None = None,
+    rendered: RenderedTimes | None = None,
 ) -> list[tuple[Any, ...]]:
     values = layout.values
     json = layout.json
@@ -421,6 +448,15 @@ class _Insert:
 
 
 @dataclass(frozen=True, slots=True)
+class _Encoded:
+    """Rows already in SQLite's driver form (`BulkWrite.add_encoded_receipts`,
+    `BulkWrite.add_encoded_audit`)."""
+
+    layout: _Layout
+    values: Sequence[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Finish:
     ends: Sequence[Mapping[str, Any]]
 
@@ -435,7 +471,7 @@ class _Release:
     rows: Sequence[Mapping[str, Any]]
 
 
-_Step = _Insert | _Finish | _Claim | _Complete | _Release
+_Step = _Insert | _Encoded | _Finish | _Claim | _Complete | _Release
 
 
 class BulkWrite:
@@ -464,6 +500,21 @@ class BulkWrite:
         """Insert `rows` (as `insert_rows` does)."""
         if rows:
             self._steps.append(_Insert(_layout_of(model), rows))
+        return self
+
+    def add_encoded_receipts(self, values: Sequence[tuple[Any, ...]]) -> BulkWrite:
+        """Insert receipts already encoded as SQLite's driver takes them: column for
+        column (`receipt_columns`) what `add_receipts` would make of their rows.
+        SQLite only."""
+        if values:
+            self._steps.append(_Encoded(_layout_of(Receipt), values))
+        return self
+
+    def add_encoded_audit(self, values: Sequence[tuple[Any, ...]]) -> BulkWrite:
+        """Audit rows already encoded as SQLite's driver takes them (`audit_columns`);
+        ids are assigned in row order. SQLite only."""
+        if values:
+            self._steps.append(_Encoded(_layout_of(AuditEvent), values))
         return self
 
     def add_runs(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
@@ -534,14 +585,17 @@ class BulkWrite:
             if sync is not None:
                 sync.dispatch.commit(sync)
 
-    async def execute_in(self, process: SqliteWriterProcess) -> None:
+    async def execute_in(
+        self, process: SqliteWriterProcess, rendered: RenderedTimes | None = None
+    ) -> None:
         """On SQLite, through the writer process: the statements and their commit
         in its transaction (`execute` with `commit=True`, on its connection).
         A process that ended while the batch was in flight raises `DBAPIError`
-        with `connection_invalidated` set: the batch may or may not have committed."""
+        with `connection_invalidated` set: the batch may or may not have committed.
+        `rendered`: datetimes already rendered for the batch (`sqlite_time`)."""
         if not self._steps:
             return
-        statements = self._sqlite_statements({})
+        statements = self._sqlite_statements({} if rendered is None else rendered)
         try:
             await process.execute(statements)
         except StatementFailed as exc:
@@ -557,14 +611,14 @@ class BulkWrite:
                 connection_invalidated=True,
             ) from exc
 
-    def _sqlite_statements(
-        self, rendered: dict[int, tuple[datetime, str]]
-    ) -> list[SqliteStatement]:
+    def _sqlite_statements(self, rendered: RenderedTimes) -> list[SqliteStatement]:
         statements: list[SqliteStatement] = []
         for step in self._steps:
             if isinstance(step, _Insert):
                 encoded = _encode(step.layout, step.rows, sqlite=True, rendered=rendered)
                 statements.append((step.layout.insert_sql, encoded))
+            elif isinstance(step, _Encoded):
+                statements.append((step.layout.insert_sql, list(step.values)))
             elif isinstance(step, _Finish):
                 statements.append((_FINISH_SQLITE, _sqlite_ends(step.ends, rendered)))
             elif isinstance(step, _Claim):
@@ -608,6 +662,8 @@ class BulkWrite:
             ) from exc
 
     async def _postgres(self, connection: AsyncConnection, commit: bool) -> None:
+        if any(isinstance(step, _Encoded) for step in self._steps):
+            raise NotImplementedError("rows encoded for SQLite cannot go to PostgreSQL")
         sent: list[_Sent | _Copy | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
@@ -638,7 +694,7 @@ class BulkWrite:
                 )
             elif isinstance(step, _Release):
                 sent.append(_Sent(_RELEASE_POSTGRES, _releases(step.rows), many=True))
-            else:
+            elif isinstance(step, _Complete):
                 sent.append(_Sent(_COMPLETE_POSTGRES, _completions(step.rows), many=True))
         if any(item is None for item in sent):
             # A step needs per-row parameters: one statement at a time.
@@ -651,7 +707,7 @@ class BulkWrite:
                     await _postgres_claims(connection, step)
                 elif isinstance(step, _Release):
                     await _postgres_rows(connection, _RELEASE_POSTGRES, _releases(step.rows))
-                else:
+                elif isinstance(step, _Complete):
                     await _postgres_rows(connection, _COMPLETE_POSTGRES, _completions(step.rows))
             if commit:
                 await _postgres_commit(connection)
@@ -810,21 +866,17 @@ def _releases(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 def _sqlite_ends(
-    ends: Sequence[Mapping[str, Any]], rendered: dict[int, tuple[datetime, str]]
+    ends: Sequence[Mapping[str, Any]], rendered: RenderedTimes
 ) -> list[tuple[Any, ...]]:
     encoded = []
     for end in ends:
         outcome = end.get("outcome")
-        finished_at = end["finished_at"]
-        seen = rendered.get(id(finished_at))
-        if seen is None or seen[0] is not finished_at:
-            seen = rendered[id(finished_at)] = (finished_at, _sqlite_time(finished_at))
         encoded.append(
             (
                 end["status"],
                 None if outcome is None else dumps(outcome),
                 end.get("call_count"),
-                seen[1],
+                sqlite_time(end["finished_at"], rendered),
                 end["run_id"],
             )
         )

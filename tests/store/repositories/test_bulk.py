@@ -225,6 +225,29 @@ async def test_bulk_inserts_refuse_naive_datetimes(session: AsyncSession, throug
         await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0, started_at=naive)])
 
 
+async def test_receipts_encoded_for_sqlite_are_stored_as_their_rows_there_and_refused_elsewhere(
+    session: AsyncSession,
+) -> None:
+    await create_run(session, "run-1")
+    await create_run(session, "run-2")
+    rows = _receipts("run-1", "text")
+    twins = [{**row, "run_id": "run-2", "id": f"{row['id']}-twin"} for row in rows]
+    encoded = BulkWrite().add_receipts(twins)._sqlite_statements({})[0][1]
+    await BulkWrite().add_receipts(rows).execute(session)
+    direct = BulkWrite().add_encoded_receipts(encoded)
+    if session.bind.dialect.name != "sqlite":
+        with pytest.raises(NotImplementedError, match="SQLite"):
+            await direct.execute(session)
+        return
+    await direct.execute(session)
+    stored = {
+        run_id: await _stored(session, "receipts", RECEIPT_COLUMNS, run_id)
+        for run_id in ("run-1", "run-2")
+    }
+    assert stored["run-2"] == stored["run-1"]
+    assert len(stored["run-1"]) == len(rows)
+
+
 async def test_bulk_inserts_of_no_rows_do_nothing(session: AsyncSession) -> None:
     await ReceiptRepository(session).add_bulk([])
     await AuditRepository(session).add_bulk([])
