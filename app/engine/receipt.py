@@ -121,6 +121,22 @@ class Receipt(NamedTuple):
             None if control is None else redactor.redact(control),
         )
 
+    def redacted_parts_with_json(
+        self,
+    ) -> tuple[Any, bytes | None, dict[str, Any] | None, Mapping[str, Any] | None]:
+        """`redacted_parts`, with the redacted output's JSON (orjson's) where redaction
+        wrote it on the way (`Redactor.redact_with_json`), else None."""
+        redactor = self.redactor
+        error = self.error
+        control = self.control
+        output, written = redactor.redact_with_json(self.output)
+        return (
+            output,
+            written,
+            None if error is None else error.to_dict(redact_text(error.message)),
+            None if control is None else redactor.redact(control),
+        )
+
     def _render(
         self,
         output: Any,

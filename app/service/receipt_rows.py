@@ -60,9 +60,9 @@ def receipt_values(
     for its last column, `created_at`: what `receipt_row` and then the bulk insert's
     encoding make of the receipt, column for column (`RECEIPT_COLUMNS`), with no
     row in between (about half the cost)."""
-    output, error, control = receipt.redacted_parts()
-    stored = stored_output(output, max_output_bytes)
-    value = stored.value
+    output, written, error, control = receipt.redacted_parts_with_json()
+    stored = stored_output(output, max_output_bytes, written)
+    value, text = stored.value, stored.json
     return (
         receipt.receipt_id,
         receipt.run_id,
@@ -73,7 +73,7 @@ def receipt_values(
         receipt.tool,
         receipt.owner,
         _STATUS_TEXT[receipt.status],
-        None if value is None else dumps(value),
+        None if value is None else dumps(value) if text is None else text.decode(),
         stored.digest,
         stored.truncated,
         None if error is None else dumps(error),

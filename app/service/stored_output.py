@@ -28,18 +28,27 @@ class StoredOutput(NamedTuple):
     value: Any
     digest: str | None = None
     truncated: bool = False
+    # The value's JSON as the store writes it (`app.store.serialization.dumps`), when
+    # it was written here by orjson: a whole output, sized.
+    json: bytes | None = None
 
 
 WHOLE_NONE = StoredOutput(None)
 
 
-def stored_output(output: Any, max_bytes: int) -> StoredOutput:
-    """The copy of `output` (already redacted) to store under a cap of `max_bytes`."""
+def stored_output(output: Any, max_bytes: int, written: bytes | None = None) -> StoredOutput:
+    """The copy of `output` (already redacted) to store under a cap of `max_bytes`.
+    `written`: the output's JSON as orjson writes it, when the caller has it."""
     if output is None:
         return WHOLE_NONE
-    text = _dumps(output)
+    if written is None:
+        try:
+            written = orjson.dumps(output)
+        except TypeError:
+            written = None
+    text = _dumps(output) if written is None else written
     if len(text) <= max_bytes:
-        return StoredOutput(output)
+        return StoredOutput(output, None, False, written)
     digest = sha256_digest(_canonical(output, text))
     preview = text[: min(PREVIEW_BYTES, max_bytes // 4)].decode(errors="ignore")
     marker = {"truncated": True, "size_bytes": len(text), "digest": digest, "preview": preview}

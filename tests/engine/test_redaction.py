@@ -5,6 +5,7 @@ import enum
 from types import MappingProxyType
 from typing import Any
 
+import orjson
 import pytest
 
 from app.engine.redaction import (
@@ -272,3 +273,49 @@ def test_the_shortcut_walks_every_container_whose_json_shows_a_literal(
     DEFAULT_REDACTOR.redact({"v": f"x{literal}x"})
     DEFAULT_REDACTOR.redact({"v": "nothing to see"})
     assert walked == [{"v": f"x{literal}x"}]
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("redactor", "value", "written"),
+    [
+        (Redactor(), {"text": "hello", "n": [1.5, None, True, 1e-7]}, True),
+        (Redactor(), ["ünïcode", {"a": {}}], True),
+        (Redactor(), {"auth": "Bearer sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"}, False),
+        (Redactor(["password"]), {"password": "hunter2", "text": "hello"}, False),
+        (Redactor(["password"]), {"text": "hello"}, False),
+        (Redactor(), {"colour": _Colour.RED}, True),
+        (Redactor(), {"text": _Text("hello")}, False),
+        (Redactor(), "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2", False),
+        (Redactor(), 42, False),
+    ],
+    ids=[
+        "plain",
+        "a list",
+        "a secret",
+        "key names to hide",
+        "key names, none here",
+        "an enum member, written by value",
+        "a subclass of str",
+        "a string",
+        "a number",
+    ],
+)
+def test_redact_with_json_is_redact_and_the_json_it_wrote_on_the_way(
+    redactor: Redactor, value: Any, written: bool
+) -> None:
+    redacted, text = redactor.redact_with_json(value)
+
+    assert redacted == redactor.redact(value)
+    if written:
+        assert redacted is value
+        assert text == orjson.dumps(value)
+    else:
+        assert text is None

@@ -2,19 +2,22 @@ from __future__ import annotations
 
 import uuid
 
+import orjson
+
 from app.contract.canonical import canonical_json, sha256_digest
 from app.service.stored_output import stored_output
+from app.store.serialization import json_bytes
 
 
 def test_an_output_within_the_cap_is_kept_whole_without_a_digest() -> None:
     output = {"text": "x" * 100}
-    assert stored_output(output, 1024) == (output, None, False)
-    assert stored_output(None, 1024) == (None, None, False)
+    assert stored_output(output, 1024)[:3] == (output, None, False)
+    assert stored_output(None, 1024)[:3] == (None, None, False)
 
 
 def test_an_output_over_the_cap_becomes_a_marker_with_the_canonical_digest() -> None:
     output = {"b": 1.0, "a": "\u2603" * 2000}
-    value, digest, truncated = stored_output(output, 1024)
+    value, digest, truncated, _ = stored_output(output, 1024)
     assert truncated is True
     assert digest == sha256_digest(canonical_json(output))
     assert value["digest"] == digest
@@ -27,15 +30,27 @@ def test_an_output_over_the_cap_becomes_a_marker_with_the_canonical_digest() -> 
 
 def test_values_written_by_value_are_digested_as_written() -> None:
     output = {"id": uuid.UUID(int=5), "pad": "x" * 2000}
-    _, digest, _ = stored_output(output, 1024)
+    _, digest, _, _ = stored_output(output, 1024)
     assert digest == sha256_digest(canonical_json({"id": str(uuid.UUID(int=5)), "pad": "x" * 2000}))
 
 
 def test_an_output_with_keys_that_are_not_strings_is_sized_as_the_store_writes_it() -> None:
     # orjson writes 1e-7 so; the stdlib would write 1e-07.
     output = {1: "x" * 30, "n": {2: 1e-7}}
-    assert stored_output(output, 64) == (output, None, False)
-    value, digest, truncated = stored_output(output, 40)
+    assert stored_output(output, 64)[:3] == (output, None, False)
+    value, digest, truncated, _ = stored_output(output, 40)
     assert truncated is True
     assert value["size_bytes"] == len('{"1":"' + "x" * 30 + '","n":{"2":1e-7}}')
     assert digest == sha256_digest(canonical_json({"1": "x" * 30, "n": {"2": 1e-7}}))
+
+
+def test_a_whole_output_carries_its_json_as_the_store_writes_it() -> None:
+    output = {"text": "ünïcode", "n": [1.5, None, 1e-7]}
+    assert stored_output(output, 1024).json == json_bytes(output)
+    written = orjson.dumps(output)
+    assert stored_output(output, 1024, written).json is written  # the caller's, not again
+    # Not where orjson's plain path could not write it, and never for a marker.
+    assert stored_output({1: "x"}, 1024).json is None
+    assert stored_output({"big": 2**70}, 1024).json is None
+    assert stored_output({"text": "x" * 2000}, 1024).json is None
+    assert stored_output(None, 1024).json is None
