@@ -6,7 +6,8 @@ about 2 µs of a request's time on the event loop, the thread every request
 waits for. As `MeteredSinks` does for calls, the middleware only notes its
 requests here; `flush` counts them at the end of the loop turn that noted
 them and before `/metrics` renders, updating each touched series once. A
-scrape sees every request answered so far, and those in flight.
+scrape sees every request this process answered so far, and those in flight;
+other workers' (multiprocess mode) at most one loop turn old.
 """
 
 from __future__ import annotations

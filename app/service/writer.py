@@ -772,7 +772,7 @@ class GroupCommitWriter:
             await retry_transient(write, "a group commit")
         except Exception as exc:  # resolved into every waiting plan, which reports it
             record_receipt_commit(count, perf_counter() - started, ok=False)
-            logger.error("group commit of %d receipts failed: %s", len(rows), exc)
+            logger.error("group commit of %d receipts failed: %s", count, exc)
             for row in [*run_starts, *claimed_runs]:  # never started: nothing will end them
                 self._open_runs.discard(row["id"])
                 self._unstarted[row["id"]] = None

@@ -158,12 +158,13 @@ async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
 
 
 async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
-    engine: AsyncEngine, process: SqliteWriterProcess
+    engine: AsyncEngine, process: SqliteWriterProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     orphan = succeeded_receipt(0, {"n": 0})._replace(run_id="no-such-run")
     async with running_writer(engine, sqlite_process=process) as writer:
         with pytest.raises(DBAPIError, match=r"FOREIGN KEY"):
             await writer.submit(orphan)
+        assert "group commit of 1 receipts failed" in caplog.text
         await writer.submit(succeeded_receipt(1, {"n": 1}))  # the next batch commits
     assert await _stored(engine) == [("r1", 1, {"n": 1})]
 
