@@ -17,7 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from app.contract.compiled import Contract
 from app.engine.ports import AuditEvent, AuditKind, AuditSink, CachedOutput, ReceiptSink
 from app.engine.receipt import ErrorKind, Receipt, Status
-from app.observability.exposition import flush_before_rendering
+from app.observability.exposition import flush_at_turn_end, flush_before_rendering
 from app.observability.histograms import observe_all
 from app.observability.labels import Children, Vocabulary
 from app.observability.metrics import (
@@ -173,13 +173,7 @@ class MeteredSinks:
             _inc_each(self._in_flight, in_flight)
 
     def _schedule_flush(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        self._flush_scheduled = True
-        loop.call_soon(self.flush)
+        self._flush_scheduled = flush_at_turn_end(self.flush)
 
     def _count_events(self, events: list[AuditEvent], in_flight: Tally[str | None]) -> None:
         kinds: Tally[AuditKind] = {}

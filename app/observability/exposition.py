@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -28,6 +30,18 @@ def flush_before_rendering(buffered: Buffered) -> None:
     """Have every render flush `buffered` first, for as long as it lives."""
     with _buffered_lock:
         _buffered.add(buffered)
+
+
+def flush_at_turn_end(flush: Callable[[], None]) -> bool:
+    """Run `flush` at the end of the running event loop's turn (True), or at once
+    when no loop runs here (False)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        flush()
+        return False
+    loop.call_soon(flush)
+    return True
 
 
 def flush_buffered() -> None:

@@ -12,10 +12,9 @@ other workers' (multiprocess mode) at most one loop turn old.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
-from app.observability.exposition import flush_before_rendering
+from app.observability.exposition import flush_at_turn_end, flush_before_rendering
 from app.observability.histograms import observe_all
 from app.observability.labels import Children
 from app.observability.metrics import HTTP_DURATION, HTTP_IN_FLIGHT, HTTP_REQUESTS
@@ -76,10 +75,4 @@ class RequestMeter:
                 observe_all(_HTTP_DURATION(method, route), amounts)
 
     def _schedule_flush(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        self._flush_scheduled = True
-        loop.call_soon(self.flush)
+        self._flush_scheduled = flush_at_turn_end(self.flush)
