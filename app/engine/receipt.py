@@ -112,14 +112,8 @@ class Receipt(NamedTuple):
 
     def redacted_parts(self) -> tuple[Any, dict[str, Any] | None, Mapping[str, Any] | None]:
         """The stored copy's output, error and control: the only fields redaction changes."""
-        redactor = self.redactor
-        error = self.error
-        control = self.control
-        return (
-            redactor.redact(self.output),
-            None if error is None else error.to_dict(redact_text(error.message)),
-            None if control is None else redactor.redact(control),
-        )
+        output, _, error, control = self.redacted_parts_with_json()
+        return output, error, control
 
     def redacted_parts_with_json(
         self,

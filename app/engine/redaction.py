@@ -116,37 +116,26 @@ class Redactor:
         return DEFAULT_REDACTOR
 
     def redact(self, value: Any) -> Any:
+        return self.redact_with_json(value)[0]
+
+    def redact_with_json(self, value: Any) -> tuple[Any, bytes | None]:
+        """`redact(value)`, and the JSON of what it returns when the check below wrote
+        it and found nothing to redact (else None): orjson's plain output, which
+        refusing subclasses, dataclasses and datetimes leaves byte for byte the same."""
         if type(value) in _JSON_CONTAINERS and not self._names:
             # One orjson pass (C) proves most containers hold no secret, which the
             # walk (Python, every key and string) takes several times as long to.
             # No literal has a character JSON escapes, so a string holding one
             # shows it as is in the JSON text.
             try:
-                text = _dumps(value, option=_EXACT_JSON).decode()
+                written = _dumps(value, option=_EXACT_JSON)
             except TypeError:
                 pass  # not plain JSON: the walk decides
             else:
-                if not may_hold_secret(text):
-                    return value
-        return self._walked(value)
-
-    def redact_with_json(self, value: Any) -> tuple[Any, bytes | None]:
-        """`redact(value)`, and the JSON of what it returns when the check above wrote
-        it and found nothing to redact (else None): orjson's plain output, which
-        refusing subclasses, dataclasses and datetimes leaves byte for byte the same."""
-        if type(value) in _JSON_CONTAINERS and not self._names:
-            try:
-                written = _dumps(value, option=_EXACT_JSON)
-            except TypeError:
-                pass
-            else:
                 if not may_hold_secret(written.decode()):
                     return value, written
-        return self._walked(value), None
-
-    def _walked(self, value: Any) -> Any:
         try:
-            return self._redact(value)
+            return self._redact(value), None
         except RecursionError:
             # Cyclic or absurdly deep data: refuse rather than store it unredacted.
             raise ValueError("data is self-referencing or too deeply nested to redact") from None

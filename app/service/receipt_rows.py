@@ -23,8 +23,8 @@ from app.store.serialization import dumps
 def receipt_row(
     receipt: Receipt, max_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES
 ) -> dict[str, Any]:
-    output, error, control = receipt.redacted_parts()
-    stored = stored_output(output, max_output_bytes)
+    output, written, error, control = receipt.redacted_parts_with_json()
+    stored = stored_output(output, max_output_bytes, written)
     return {
         "id": receipt.receipt_id,
         "run_id": receipt.run_id,

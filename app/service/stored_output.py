@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-import orjson
-
 from app.contract.canonical import canonical_json, sha256_digest
+from app.store.serialization import json_bytes
 
 DEFAULT_MAX_STORED_OUTPUT_BYTES = 1024 * 1024
 PREVIEW_BYTES = 512
@@ -28,8 +27,8 @@ class StoredOutput(NamedTuple):
     value: Any
     digest: str | None = None
     truncated: bool = False
-    # The value's JSON as the store writes it (`app.store.serialization.dumps`), when
-    # it was written here by orjson: a whole output, sized.
+    # A whole output's JSON, as the store writes it (`app.store.serialization.dumps`),
+    # when orjson wrote it while sizing it.
     json: bytes | None = None
 
 
@@ -41,31 +40,24 @@ def stored_output(output: Any, max_bytes: int, written: bytes | None = None) -> 
     `written`: the output's JSON as orjson writes it, when the caller has it."""
     if output is None:
         return WHOLE_NONE
-    if written is None:
-        try:
-            written = orjson.dumps(output)
-        except TypeError:
-            written = None
-    text = _dumps(output) if written is None else written
+    text, as_stored = (written, True) if written is not None else _dumps(output)
     if len(text) <= max_bytes:
-        return StoredOutput(output, None, False, written)
+        return StoredOutput(output, None, False, text if as_stored else None)
     digest = sha256_digest(_canonical(output, text))
     preview = text[: min(PREVIEW_BYTES, max_bytes // 4)].decode(errors="ignore")
     marker = {"truncated": True, "size_bytes": len(text), "digest": digest, "preview": preview}
     return StoredOutput(marker, digest, True)
 
 
-def _dumps(value: Any) -> bytes:
-    # As the store writes JSON columns (app/store/serialization.py): string keys
-    # only first, orjson's quicker path.
+def _dumps(value: Any) -> tuple[bytes, bool]:
+    """The value's JSON, and whether it is byte for byte what the store writes
+    (`app.store.serialization.json_bytes`: string keys only first, orjson's quicker
+    path, then other keys written as strings); the stdlib's, for integers beyond
+    64 bits, is not."""
     try:
-        return orjson.dumps(value)
+        return json_bytes(value), True
     except TypeError:
-        pass
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # integers beyond 64 bits
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(), False
 
 
 def _canonical(output: Any, text: bytes) -> bytes:

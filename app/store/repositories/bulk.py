@@ -261,12 +261,8 @@ def _encode(
                 raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
         for index in times:
             value = items[index]
-            if value is None:
-                continue
-            seen = rendered.get(id(value))
-            if seen is None or seen[0] is not value:
-                seen = rendered[id(value)] = (value, _sqlite_time(value))
-            items[index] = seen[1]
+            if value is not None:
+                items[index] = sqlite_time(value, rendered)
         encoded.append(tuple(items))
     return encoded
 
