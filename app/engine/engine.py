@@ -156,24 +156,33 @@ class Engine:
             started=started,
         )
         done = None if resume is None else resume.done
-        results: list[list[Receipt]] = []
+        settled: list[ParallelOutcome] = []
+        failed: list[Exception] = []
 
-        async def lanes() -> None:
-            results.extend(await run_lanes(self._pipeline, state, plan, admitted_args, done))
+        def settle(results: list[list[Receipt]]) -> None:
+            outcome = ParallelOutcome(
+                run.run_id,
+                run.contract_hash,
+                batch_id,
+                tuple(
+                    LaneOutcome(lane.item_key, tuple(receipts))
+                    for lane, receipts in zip(plan.lanes, results, strict=True)
+                ),
+                tuple(state.dispatched),
+            )
+            settled.append(outcome)
+            try:
+                _tell(state, outcome, when_settled)
+            except Exception as exc:  # raised here, not inside the workers' group
+                failed.append(exc)
 
-        await _ran(state, lanes())
-        outcome = ParallelOutcome(
-            run.run_id,
-            run.contract_hash,
-            batch_id,
-            tuple(
-                LaneOutcome(lane.item_key, tuple(receipts))
-                for lane, receipts in zip(plan.lanes, results, strict=True)
-            ),
-            tuple(state.dispatched),
-        )
-        await _durable(state, outcome, when_settled)
-        return outcome
+        await _ran(state, run_lanes(self._pipeline, state, plan, admitted_args, done, settle))
+        if failed:
+            with suppress(Exception):
+                await state.flush()
+            raise failed[0]
+        await state.flush()
+        return settled[0]
 
     def open_run(
         self,
@@ -320,14 +329,19 @@ async def _durable(
     state: RunState, outcome: Outcome, when_settled: WhenSettled[Outcome] | None
 ) -> None:
     """Tell `when_settled` the outcome and what its receipts wait on, then wait for them."""
+    try:
+        _tell(state, outcome, when_settled)
+    except BaseException:
+        with suppress(Exception):
+            await state.flush()
+        raise
+    await state.flush()
+
+
+def _tell(state: RunState, outcome: Outcome, when_settled: WhenSettled[Outcome] | None) -> None:
+    """Tell `when_settled` the outcome and the futures its receipts wait on."""
     if when_settled is not None:
         # The receipts' futures: a start still pending was queued before any of
         # them, so it commits with them or earlier whatever joins them.
         start = state.unconfirmed_start
-        try:
-            when_settled(outcome, tuple(f for f in state.pending if f is not start))
-        except BaseException:
-            with suppress(Exception):
-                await state.flush()
-            raise
-    await state.flush()
+        when_settled(outcome, tuple(f for f in state.pending if f is not start))

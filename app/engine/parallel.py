@@ -8,7 +8,7 @@ by lane index: input order, whatever the completion order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -69,16 +69,23 @@ async def run_lanes(
     plan: ParallelPlan,
     args: Sequence[Sequence[Mapping[str, Any]]],
     done: Sequence[Sequence[Receipt]] | None = None,
+    settled: Callable[[list[list[Receipt]]], None] | None = None,
 ) -> list[list[Receipt]]:
     """Every lane's receipts, in lane order; sequence numbers follow input order.
 
     `done[i]`: receipts of lane i's leading calls a resumed run already completed.
+    `settled` is called with them by the worker that ends last, in the step that
+    ran the plan's last call: what it queues on the receipt sink comes before the
+    loop turns again, so it can join that call's transaction (the workers' group
+    would wake this task only some turns later). Not called when a worker fails.
     """
     lanes = plan.lanes
     finished: Sequence[Sequence[Receipt]] = done if done is not None else [()] * len(lanes)
     first_seqs = [0, *accumulate(len(lane.calls) for lane in lanes)]
     results: list[list[Receipt]] = [[] for _ in lanes]
     waiting = iter(range(len(lanes)))
+    workers = max(1, min(plan.max_concurrency, len(lanes)))
+    running = [workers]
 
     async def worker() -> None:
         for index in waiting:
@@ -93,10 +100,13 @@ async def run_lanes(
                 results[index],
                 finished[index],
             )
+        running[0] -= 1
+        if running[0] == 0 and settled is not None:
+            settled(results)
 
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(max(1, min(plan.max_concurrency, len(lanes)))):
+            for _ in range(workers):
                 group.create_task(worker())
     except BaseException:
         # Lanes no worker took still get their receipts before the error propagates.

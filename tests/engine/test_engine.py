@@ -160,6 +160,70 @@ async def test_when_settled_is_told_a_parallel_outcome_too(make_harness: Any) ->
     assert seen == [1]
 
 
+class TurnMarkingSink:
+    """Receipts durable at once; each submit marks its seq once the loop turns again."""
+
+    def __init__(self) -> None:
+        self.submitted: list[int] = []
+        self.turned: set[int] = set()
+
+    def submit(
+        self, receipt: Receipt, cache_entry: CachedOutput | None = None
+    ) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        self.submitted.append(receipt.seq)
+        loop.call_soon(self.turned.add, receipt.seq)
+        durable = loop.create_future()
+        durable.set_result(None)
+        return durable
+
+
+@pytest.mark.parametrize("kind", ["sequential", "parallel"])
+async def test_when_settled_is_told_before_the_loop_turns_after_the_last_receipt(
+    make_harness: Any, kind: str
+) -> None:
+    # What it queues then (a run's end) can join the last receipt's transaction
+    # however few turns the sink takes to start writing it.
+    sink = TurnMarkingSink()
+    harness = make_harness({"s": tool("sleep_then_echo")}, receipts=sink)
+    run = harness.identity()
+    calls = [PlannedCall(f"c{n}", "s", {"delay_s": delay, "tag": f"t{n}"}) for n, delay in
+             enumerate([0.03, 0, 0.01])]  # fmt: skip
+    seen: list[tuple[int, bool]] = []
+
+    def settled(_outcome: Any, _pending: Sequence[asyncio.Future[None]]) -> None:
+        last = sink.submitted[-1]
+        seen.append((len(sink.submitted), last in sink.turned))
+
+    if kind == "sequential":
+        plan: Any = SequentialPlan(OWNER, tuple(calls), run.context)
+        args: Any = [call.args for call in calls]
+        await harness.engine.run_sequential(run, plan, args, when_settled=settled)
+    else:
+        lanes = tuple(Lane(f"i{n}", (call,)) for n, call in enumerate(calls))
+        plan = ParallelPlan(OWNER, 3, lanes, run.context)
+        args = [[call.args] for call in calls]
+        outcome = await harness.engine.run_parallel(run, plan, args, when_settled=settled)
+        assert [lane.item_key for lane in outcome.lanes] == ["i0", "i1", "i2"]
+        assert sink.submitted[-1] == 0  # the first lane, the slowest, ended last
+
+    assert seen == [(3, False)]
+
+
+async def test_a_parallel_when_settled_error_is_raised_as_itself(make_harness: Any) -> None:
+    harness = make_harness({"e": tool("aecho")})
+    run = harness.identity()
+    lanes = tuple(Lane(f"i{n}", (PlannedCall("a", "e", {"x": n}),)) for n in range(2))
+    plan = ParallelPlan(OWNER, 2, lanes, run.context)
+
+    def settled(_outcome: Any, _pending: Sequence[asyncio.Future[None]]) -> None:
+        raise LookupError("the end could not be queued")
+
+    with pytest.raises(LookupError, match="could not be queued"):
+        await harness.engine.run_parallel(run, plan, [[{"x": 0}], [{"x": 1}]], when_settled=settled)
+    assert len(harness.receipts.receipts) == 2
+
+
 async def test_when_settled_is_not_called_for_a_cancelled_run(make_harness: Any) -> None:
     harness = make_harness({"hang": tool("hang")})
     run = harness.identity()
