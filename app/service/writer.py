@@ -84,7 +84,7 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, Protocol, overload
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
@@ -273,6 +273,14 @@ class GroupCommitWriter:
             )
         # Datetimes rendered for SQLite since the last batch was taken (`receipt_values`).
         self._rendered: RenderedTimes = {}
+        # PostgreSQL: the writer's engine is its own (`create_writer_engine`), and its
+        # connection is kept from one batch to the next instead of a session per
+        # batch (about 250 µs of the loop's time each); given back before any
+        # session of the writer's (its pool holds one connection) and on failure.
+        bind = sessions.kw.get("bind") if isinstance(sessions, async_sessionmaker) else None
+        self._engine = bind if isinstance(bind, AsyncEngine) else None
+        self._hold = self._engine is not None and self._engine.dialect.name == "postgresql"
+        self._held: AsyncConnection | None = None
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._linger_min_open_runs = max(2, linger_min_open_runs)
@@ -545,7 +553,22 @@ class GroupCommitWriter:
         self._wake.set()
         if self._task is not None:
             await self._task
+        await self._give_back()
         self._release_room()
+
+    async def _connection(self) -> AsyncConnection:
+        """The held connection, connected anew when there is none."""
+        held = self._held
+        if held is None or held.closed or held.invalidated:
+            assert self._engine is not None
+            held = self._held = await self._engine.connect()
+        return held
+
+    async def _give_back(self) -> None:
+        """Return the held connection to the writer's pool (an invalidated one is dropped)."""
+        held, self._held = self._held, None
+        if held is not None:
+            await held.close()
 
     async def _run(self) -> None:
         while True:
@@ -715,6 +738,7 @@ class GroupCommitWriter:
             nonlocal attempts, won
             attempts += 1
             if attempts > 1:
+                await self._give_back()
                 async with self._sessions() as session:
                     runs = RunRepository(session)
                     stored = await _stored_runs(runs, claimed_runs)
@@ -727,6 +751,7 @@ class GroupCommitWriter:
             first = BulkWrite()
             won = first.claim_runs(key_rows, claimed_runs)
             if replaced or cache_rows:
+                await self._give_back()
                 async with self._sessions() as session:
                     await first.add_runs(run_starts).add_receipts(inserts).execute(session)
                     receipts = ReceiptRepository(session)
@@ -761,6 +786,13 @@ class GroupCommitWriter:
             if self._process is not None:
                 # The process's connection: no session.
                 await batch.execute_in(self._process, rendered)
+                return
+            if self._hold:
+                try:
+                    await batch.execute_on(await self._connection())
+                except BaseException:
+                    await self._give_back()
+                    raise
                 return
             # Not `sessions.begin()`: the driver commits with the batch's statements
             # (one round trip fewer); closing the session rolls back nothing.

@@ -247,7 +247,16 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
     in_flight = asyncio.Event()
     released = asyncio.Event()
     process = app.state.runtime.sqlite_process
-    if process is None:
+    if process is None and writer._hold:  # PostgreSQL: the writer's held connection
+        connection = writer._connection
+
+        async def held_connection() -> Any:
+            in_flight.set()
+            await released.wait()
+            return await connection()
+
+        monkeypatch.setattr(writer, "_connection", held_connection)
+    elif process is None:
         sessions = writer._sessions
 
         @asynccontextmanager

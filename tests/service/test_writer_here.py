@@ -23,6 +23,13 @@ from tests.writer_support import (
 
 
 @pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """SQLite files only: PostgreSQL's batches go on the writer's held connection,
+    where there is no thread to choose (`test_writer_held_connection`)."""
+    return sqlite_url
+
+
+@pytest.fixture
 def here(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """`on_this_thread` of every committing bulk write, in order."""
     asked: list[bool] = []

@@ -576,10 +576,17 @@ class BulkWrite:
         else:
             raise NotImplementedError(f"bulk writes are not supported on {name}")
         if commit:
-            # Listeners of SQLAlchemy's `commit` event (commit counters) still see it.
-            sync = connection.sync_connection
-            if sync is not None:
-                sync.dispatch.commit(sync)
+            _committed(connection)
+
+    async def execute_on(self, connection: AsyncConnection) -> None:
+        """On PostgreSQL, the statements and their commit (`execute` with `commit=True`)
+        on a connection the caller holds, with no session around it."""
+        if not self._steps:
+            return
+        if connection.dialect.name != "postgresql":
+            raise NotImplementedError("execute_on is PostgreSQL's")
+        await self._postgres(connection, True)
+        _committed(connection)
 
     async def execute_in(
         self, process: SqliteWriterProcess, rendered: RenderedTimes | None = None
@@ -767,6 +774,14 @@ class BulkWrite:
                 await claimed.close()
             if own:
                 await _end_own_transaction(connection, driver)
+
+
+def _committed(connection: AsyncConnection) -> None:
+    """Listeners of SQLAlchemy's `commit` event (commit counters) still see a commit
+    the driver made itself."""
+    sync = connection.sync_connection
+    if sync is not None:
+        sync.dispatch.commit(sync)
 
 
 def _segments(sent: Sequence[_Sent | _Copy | None]) -> list[list[_Sent] | _Copy]:
