@@ -15,6 +15,7 @@ from app.service import writer as writer_module
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories.audit import AuditRepository
+from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -137,6 +138,80 @@ async def test_a_batch_goes_to_the_driver_in_one_call_below_sqlalchemy(
     assert (finished.status, finished.call_count, finished.finished_at) == ("succeeded", 1, now)
     assert [(e.kind, e.detail) for e in events] == [("call.finished", {"ok": True})]
     assert [r.seq for r in stored] == [0]
+
+
+class EndsUpdated:
+    """The run ends each batch leaves to `BulkWrite.finish_runs` (updates), by run id."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.run_ids: list[str] = []
+        finish_runs = BulkWrite.finish_runs
+
+        def recorded(bulk: BulkWrite, ends: Any) -> BulkWrite:
+            self.run_ids.extend(end["run_id"] for end in ends)
+            return finish_runs(bulk, ends)
+
+        monkeypatch.setattr(BulkWrite, "finish_runs", recorded)
+
+
+async def test_a_run_that_starts_and_ends_in_one_transaction_is_inserted_ended(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    updated = EndsUpdated(monkeypatch)
+    now = datetime.now(UTC)
+    row = _run_row("run-2")
+    async with running_writer(engine, linger_s=0.005) as writer:
+        start = writer.start_run(row)
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0})._replace(run_id="run-2"))
+        ended = {"status": "failed", "outcome": {"why": "x"}, "call_count": 1, "finished_at": now}
+        end = writer.end_run({"run_id": "run-2", **ended})
+        earlier = writer.end_run({**_end(), "finished_at": now})  # run-1 started before
+        assert start is receipt is end is earlier  # one transaction
+        await end
+    # run-2's end went into its inserted row; run-1's, started earlier, is an update.
+    assert updated.run_ids == ["run-1"]
+    async with create_session_factory(engine)() as session:
+        runs = RunRepository(session)
+        inserted, finished = await runs.get("run-2"), await runs.get("run-1")
+        stored = await ReceiptRepository(session).list_for_run("run-2")
+    assert inserted is not None
+    assert (inserted.status, inserted.outcome, inserted.call_count, inserted.finished_at) == (
+        "failed",
+        {"why": "x"},
+        1,
+        now,
+    )
+    assert (inserted.kind, inserted.owner, inserted.started_at) == (
+        "sequential",
+        "o",
+        row["started_at"],
+    )
+    assert finished is not None
+    assert (finished.status, finished.finished_at) == ("succeeded", now)
+    assert [receipt.seq for receipt in stored] == [0]
+
+
+async def test_two_ends_of_a_run_in_one_transaction_stay_updates_applied_in_order(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    updated = EndsUpdated(monkeypatch)
+    now = datetime.now(UTC)
+    async with running_writer(engine, linger_s=0.005) as writer:
+        writer.start_run(_run_row("run-2"))
+        first = writer.end_run(
+            {"run_id": "run-2", "status": "failed", "call_count": 2, "finished_at": now}
+        )
+        # A None call count keeps the stored one: the first end's.
+        second = writer.end_run(
+            {"run_id": "run-2", "status": "cancelled", "call_count": None, "finished_at": now}
+        )
+        assert first is second
+        await second
+    assert updated.run_ids == ["run-2", "run-2"]
+    async with create_session_factory(engine)() as session:
+        stored = await RunRepository(session).get("run-2")
+    assert stored is not None
+    assert (stored.status, stored.call_count) == ("cancelled", 2)
 
 
 def _end(status: str = "succeeded") -> dict[str, object]:

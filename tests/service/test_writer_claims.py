@@ -56,6 +56,30 @@ async def test_a_new_key_is_claimed_with_its_run(engine: AsyncEngine) -> None:
     assert runs == ["run-2"]
 
 
+async def test_a_run_claimed_and_ended_in_one_transaction_is_inserted_ended(
+    engine: AsyncEngine,
+) -> None:
+    now = datetime.now(UTC)
+
+    def end(run_id: str) -> dict[str, Any]:
+        return {"run_id": run_id, "status": "succeeded", "call_count": 1, "finished_at": now}
+
+    async with running_writer(engine, linger_s=0.005) as writer:
+        claimed = writer.claim_run(key_row("k", "run-2"), run_row("run-2"))
+        await asyncio.gather(claimed, writer.end_run(end("run-2")))
+        # The key is held now: neither the run nor its end is written.
+        held = writer.claim_run(key_row("k", "run-3"), run_row("run-3"))
+        await asyncio.gather(held, writer.end_run(end("run-3")))
+    assert (claimed.result(), held.result()) == (True, False)
+    row, runs = await stored(engine, "k", "run-2", "run-3")
+    assert (row.state, row.run_id) == (IN_PROGRESS, "run-2")
+    assert runs == ["run-2"]
+    async with create_session_factory(engine)() as session:
+        ended = await RunRepository(session).get("run-2")
+    assert ended is not None
+    assert (ended.status, ended.call_count, ended.finished_at) == ("succeeded", 1, now)
+
+
 async def test_a_held_key_starts_no_run_and_fails_no_other_row(engine: AsyncEngine) -> None:
     async with running_writer(engine, linger_s=0.005) as writer:
         await writer.claim_run(key_row("k", "run-2"), run_row("run-2"))
