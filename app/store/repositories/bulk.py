@@ -52,6 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.store import sqlite_statements
 from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt, Run
+from app.store.postgres_literals import Literals, NotALiteral, literal_template
 from app.store.serialization import dumps, json_bytes
 from app.store.sqlite_statements import CLAIM_STATEMENT, SqliteClaims, SqliteStatement
 from app.store.sqlite_writer import SqliteWriterProcess, StatementFailed, WriterProcessGone
@@ -728,6 +729,11 @@ class BulkWrite:
         # two more (it syncs after its implicit BEGIN, and the pipeline syncs again
         # after a `commit()`), so the connection is in autocommit meanwhile.
         own = commit and driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if own and not any(isinstance(item, _Copy) for item in sent):
+            whole = _whole_query(driver, cast(list[_Sent], sent))
+            if whole is not None:
+                await _send_whole(connection, raw, driver, *whole)
+                return
         segments = _segments(sent)
         try:
             if own:
@@ -774,6 +780,63 @@ class BulkWrite:
                 await claimed.close()
             if own:
                 await _end_own_transaction(connection, driver)
+
+
+def _whole_query(
+    driver: psycopg.AsyncConnection[Any], sent: Sequence[_Sent]
+) -> tuple[bytes, list[tuple[int, set[str]]], str] | None:
+    """A transaction of statements without COPY as one simple query, its parameters
+    written in as literals (`app.store.postgres_literals`): (the query, the
+    claims' statements by position with where their returned ids go, the
+    statements for an error to name); None when a value is not written so.
+
+    The server runs a query of several statements as one transaction, committed
+    once the last succeeds and rolled back whole when one fails; psycopg then
+    reads one result per statement and skips the pipeline's machinery (about
+    10 µs of the loop per run in a batch, section 4, eighteenth round). The
+    server plans each statement again, as it does those sent unprepared."""
+    try:
+        literals = Literals(driver.pgconn)
+        statements: list[bytes] = []
+        claims: list[tuple[int, set[str]]] = []
+        for item in sent:
+            template = literal_template(item.statement)
+            if item.many:
+                statements.extend(literals.statement(template, row) for row in item.parameters)
+                continue
+            if item.won is not None:
+                claims.append((len(statements), item.won))
+            statements.append(literals.statement(template, item.parameters))
+    except NotALiteral:
+        return None
+    named = "; ".join(dict.fromkeys(item.statement for item in sent))
+    return b";\n".join(statements), claims, named
+
+
+async def _send_whole(
+    connection: AsyncConnection,
+    raw: Any,
+    driver: psycopg.AsyncConnection[Any],
+    query: bytes,
+    claims: Sequence[tuple[int, set[str]]],
+    named: str,
+) -> None:
+    """Run `_whole_query`'s query in autocommit (no BEGIN of psycopg's: the query is
+    its own transaction) and read the ids the claims returned."""
+    try:
+        await driver.set_autocommit(True)
+        async with driver.cursor() as cursor:
+            await cursor.execute(query)
+            position = 0
+            for index, won in claims:
+                while position < index:
+                    cursor.nextset()
+                    position += 1
+                won.update(row[0] for row in await cursor.fetchall())
+    except psycopg.Error as exc:
+        await _raise_postgres(connection, raw, named, exc)
+    finally:
+        await _end_own_transaction(connection, driver)
 
 
 def _committed(connection: AsyncConnection) -> None:

@@ -483,7 +483,8 @@ async def test_run_ends_on_postgresql_are_planned_afresh_at_every_batch(
     """A plan kept from when `runs` was nearly empty would scan it whole as it grows:
     the UPDATE joined to a batch of ends is never prepared, however often it runs on
     one connection. The inserts, which scan no table, may be, and so may the UPDATE
-    of a few ends, each found by its primary key."""
+    of a few ends, each found by its primary key. (In the caller's transaction:
+    a transaction of the batch's own goes as one query, which prepares nothing.)"""
     await upgrade_database(postgres_url)
     shared = create_database_engine(postgres_url)
     engine = create_writer_engine(postgres_url, shared)  # one connection, reused
@@ -502,8 +503,9 @@ async def test_run_ends_on_postgresql_are_planned_afresh_at_every_batch(
                         .add_runs([_run_row(run_id) for run_id in ends])
                         .add_receipts([receipt_row(ends[0], 0, id=f"r-{index}-{len(ends)}")])
                         .finish_runs([_ends([run_id, "nope"], "x")[0] for run_id in ends])
-                        .execute(session, commit=True)
+                        .execute(session)
                     )
+                    await session.commit()
         async with sessions() as session:
             result = await session.execute(text("SELECT statement FROM pg_prepared_statements"))
             kept = [row[0] for row in result.all()]

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.store.database import create_database_engine, create_session_factory, create_writer_engine
 from app.store.migrate import upgrade_database
+from app.store.postgres_literals import Literals, NotALiteral
 from app.store.repositories import ContractSnapshotRepository, RunRepository, bulk
 from app.store.repositories.bulk import BulkWrite
 from tests.store.factories import CONTRACT_HASH, T0, receipt_row, run_row
@@ -76,7 +77,7 @@ async def _status(sessions: async_sessionmaker[AsyncSession], run_id: str) -> st
         return None if run is None else run.status
 
 
-async def test_a_committing_batch_is_sent_and_synced_once(
+async def test_a_committing_batch_is_sent_as_one_query(
     writer_engine: AsyncEngine, tmp_path: Path
 ) -> None:
     sessions = create_session_factory(writer_engine)
@@ -86,8 +87,26 @@ async def test_a_committing_batch_is_sent_and_synced_once(
         driver = await _driver(session)
         assert driver.autocommit is False
         assert driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    messages = [fields[2] for fields in sent if fields[0] == "F"]
+    assert messages == ["Query"], trace.read_text()
+    assert await _status(sessions, "traced") == "succeeded"
+
+
+async def test_a_batch_with_a_value_not_written_as_a_literal_is_synced_once(
+    writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its parameters bound instead, in one pipeline: still one round trip.
+    def refused(_literals: Literals, value: object) -> bytes:
+        raise NotALiteral(f"{value!r} refused")
+
+    monkeypatch.setattr(Literals, "literal", refused)
+    sessions = create_session_factory(writer_engine)
+    trace = tmp_path / "protocol.trace"
+    async with sessions() as session:
+        sent = await _traced(session, _batch("traced"), trace)
     syncs = [fields for fields in sent if fields[0] == "F" and fields[2:3] == ["Sync"]]
     assert len(syncs) == 1, trace.read_text()
+    assert "Query" not in [fields[2] for fields in sent if fields[0] == "F"]
     assert await _status(sessions, "traced") == "succeeded"
 
 
