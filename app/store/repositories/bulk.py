@@ -13,8 +13,10 @@ one call:
 - PostgreSQL: one `INSERT ... SELECT ... FROM json_populate_recordset(...)`
   whose only parameter is the whole batch as one JSON array, written by
   orjson in C: the server parses and inserts it on its own core, and Python
-  does almost nothing per row. It goes in one pipeline with the batch's other
-  statements. From `COPY_MIN_ROWS` rows, a table's rows go by binary `COPY`
+  does almost nothing per row. A batch that is a transaction of its own goes
+  with its other statements as one query, their values written in as
+  literals (`app.store.postgres_literals`); one in the caller's transaction,
+  in one pipeline. From `COPY_MIN_ROWS` rows, a table's rows go by binary `COPY`
   instead: psycopg writes each value in C (about 0.8 µs more per receipt in
   Python than the JSON batch) and the server, which no longer parses a JSON
   object per row, takes about 6 µs less per receipt; the batch then costs a
