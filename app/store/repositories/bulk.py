@@ -732,9 +732,10 @@ class BulkWrite:
         # after a `commit()`), so the connection is in autocommit meanwhile.
         own = commit and driver.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
         if own and not any(isinstance(item, _Copy) for item in sent):
-            whole = _whole_query(driver, cast(list[_Sent], sent))
+            items = cast(list[_Sent], sent)
+            whole = _whole_query(driver, items)
             if whole is not None:
-                await _send_whole(connection, raw, driver, *whole)
+                await _send_whole(connection, raw, driver, items, *whole)
                 return
         segments = _segments(sent)
         try:
@@ -786,11 +787,11 @@ class BulkWrite:
 
 def _whole_query(
     driver: psycopg.AsyncConnection[Any], sent: Sequence[_Sent]
-) -> tuple[bytes, list[tuple[int, set[str]]], str] | None:
+) -> tuple[bytes, list[tuple[int, set[str]]]] | None:
     """A transaction of statements without COPY as one simple query, its parameters
     written in as literals (`app.store.postgres_literals`): (the query, the
-    claims' statements by position with where their returned ids go, the
-    statements for an error to name); None when a value is not written so.
+    claims' statements by position with where their returned ids go); None
+    when a value is not written so.
 
     The server runs a query of several statements as one transaction, committed
     once the last succeeds and rolled back whole when one fails; psycopg then
@@ -811,17 +812,16 @@ def _whole_query(
             statements.append(literals.statement(template, item.parameters))
     except NotALiteral:
         return None
-    named = "; ".join(dict.fromkeys(item.statement for item in sent))
-    return b";\n".join(statements), claims, named
+    return b";\n".join(statements), claims
 
 
 async def _send_whole(
     connection: AsyncConnection,
     raw: Any,
     driver: psycopg.AsyncConnection[Any],
+    sent: Sequence[_Sent],
     query: bytes,
     claims: Sequence[tuple[int, set[str]]],
-    named: str,
 ) -> None:
     """Run `_whole_query`'s query in autocommit (no BEGIN of psycopg's: the query is
     its own transaction) and read the ids the claims returned."""
@@ -836,6 +836,8 @@ async def _send_whole(
                     position += 1
                 won.update(row[0] for row in await cursor.fetchall())
     except psycopg.Error as exc:
+        # Named by the statements, not the query, which holds the rows' values.
+        named = "; ".join(dict.fromkeys(item.statement for item in sent))
         await _raise_postgres(connection, raw, named, exc)
     finally:
         await _end_own_transaction(connection, driver)
