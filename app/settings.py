@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # `sqlite_wal_long_pages` the writer waits for one pass so the WAL starts over;
     # past twice that, a commit checkpoints itself (app.store.checkpoints).
     sqlite_checkpoint_interval_s: float = Field(default=0.05, ge=0)
+    # While no commit of the receipt writer comes, a pass this often (for writes
+    # made elsewhere: heartbeats, maintenance); never more often than the above.
+    sqlite_checkpoint_idle_interval_s: float = Field(default=1.0, gt=0)
     sqlite_wal_long_pages: int = Field(default=10_000, ge=500)
     # SQLite files: the group commit's transactions are written by a process of
     # their own (app.store.sqlite_writer); off, by a thread of this one.

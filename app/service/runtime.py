@@ -239,6 +239,7 @@ def _wal_checkpointer(settings: Settings) -> WalCheckpointer | None:
         path,
         interval_s=settings.sqlite_checkpoint_interval_s,
         long_pages=settings.sqlite_wal_long_pages,
+        idle_interval_s=settings.sqlite_checkpoint_idle_interval_s,
     )
 
 

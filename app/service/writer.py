@@ -36,6 +36,8 @@ transaction writes commits whole or not at all.
 On SQLite, once the WAL checkpointer (`wal`) finds the WAL long, the next batch
 waits for one checkpoint pass before it is taken, so that its transaction
 starts the WAL over (`app.store.checkpoints`); rows that come in meanwhile join it.
+Each committed batch is noted to the checkpointer, whose passes come often only
+while commits do.
 
 A run's start may be queued without its run waiting for it (a plan of read
 tools: `app.service.plans`), so the run's receipts can come in a later
@@ -154,6 +156,8 @@ class WalKeeper(Protocol):
     def wal_is_long(self) -> bool: ...
 
     async def catch_up(self) -> None: ...
+
+    def note_commit(self) -> None: ...
 
 
 class _Claim:
@@ -827,6 +831,8 @@ class GroupCommitWriter:
                 self._outage = None
             self._count_process_starts()
         record_receipt_commit(count, perf_counter() - started, ok=True)
+        if self._wal is not None:
+            self._wal.note_commit()
         for claim in [*claims, *repeated]:
             run_id = claim.run_row["id"]
             if run_id not in won:

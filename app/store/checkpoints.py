@@ -8,15 +8,17 @@ copies and two `fsync`s for every request in that group commit.
 
 `WalCheckpointer` runs passive checkpoints (they never wait for, or hold up, a
 writer or a reader) on a connection of its own, in a thread of its own, every
-`interval_s`. SQLite starts the WAL over only at a write that finds every frame
-already copied, which a checkpointer racing a busy writer seldom leaves (a pass
-copies the frames there when it began, and the writer appends more meanwhile);
-so once a pass finds the WAL longer than `long_pages`, `wal_is_long` asks the
-writer to wait, before its next transaction, for one pass that starts after its
-last commit (`catch_up`): that pass copies what is left, and the writer's next
-transaction starts the WAL over. The engine's connections keep
-checkpointing in their commits past a higher bound (`wal_autocheckpoint`), which
-holds even if this thread fails.
+`interval_s` while the writer keeps committing (`note_commit`), and every
+`idle_interval_s` when it does not: an idle thread sleeps instead of waking
+twenty times a second to find nothing to copy. SQLite starts the WAL over only
+at a write that finds every frame already copied, which a checkpointer racing a
+busy writer seldom leaves (a pass copies the frames there when it began, and
+the writer appends more meanwhile); so once a pass finds the WAL longer than
+`long_pages`, `wal_is_long` asks the writer to wait, before its next
+transaction, for one pass that starts after its last commit (`catch_up`): that
+pass copies what is left, and the writer's next transaction starts the WAL
+over. The engine's connections keep checkpointing in their commits past a
+higher bound (`wal_autocheckpoint`), which holds even if this thread fails.
 """
 
 from __future__ import annotations
@@ -48,17 +50,23 @@ def _set_done(future: asyncio.Future[None]) -> None:
 
 
 class WalCheckpointer:
-    """Passive checkpoints of one SQLite database file, in a thread, every
-    `interval_s` and whenever a writer waits for one (`catch_up`)."""
+    """Passive checkpoints of one SQLite database file, in a thread: every
+    `interval_s` while commits are noted, every `idle_interval_s` otherwise (for
+    writes nobody noted), and whenever a writer waits for one (`catch_up`)."""
 
-    def __init__(self, path: Path, *, interval_s: float, long_pages: int) -> None:
-        if interval_s <= 0 or long_pages <= 0:
-            raise ValueError("interval_s and long_pages must be positive")
+    def __init__(
+        self, path: Path, *, interval_s: float, long_pages: int, idle_interval_s: float
+    ) -> None:
+        if interval_s <= 0 or long_pages <= 0 or idle_interval_s <= 0:
+            raise ValueError("interval_s, idle_interval_s and long_pages must be positive")
         self._path = path
         self._interval_s = interval_s
+        self._idle_interval_s = max(idle_interval_s, interval_s)
         self._long_pages = long_pages
         self._stopping = threading.Event()
-        self._wanted = threading.Event()  # a writer waits for a pass
+        self._wanted = threading.Event()  # a writer waits for a pass, or an idle thread is woken
+        self._committed = threading.Event()  # a commit was noted since the last pass began
+        self._idle = False  # the thread sleeps for `idle_interval_s`
         self._lock = threading.Lock()  # guards _waiters and _finished
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._finished = False
@@ -93,6 +101,16 @@ class WalCheckpointer:
             target=self._run, name="toolloop-wal-checkpointer", daemon=True
         )
         self._thread.start()
+
+    def note_commit(self) -> None:
+        """A commit appended to the WAL: passes keep coming every `interval_s`, and
+        an idle thread wakes for one now. Cheap enough for every commit."""
+        if not self._committed.is_set():
+            self._committed.set()
+        # Read after the write above; the thread sets `_idle` before it reads
+        # `_committed`: one of the two sees the other, so no commit is slept through.
+        if self._idle:
+            self._wanted.set()
 
     async def catch_up(self) -> None:
         """Return once a pass that started after this call has ended (at once when
@@ -139,19 +157,32 @@ class WalCheckpointer:
 
     def _loop(self, connection: sqlite3.Connection) -> None:
         while True:
-            self._wanted.wait(self._interval_s)
+            self._wait_for_a_pass()
             if self._stopping.is_set():
                 return
-            # Taken before the pass begins: each of these waiters asked before it.
+            # Taken before the pass begins: each of these waiters asked before it,
+            # and each commit noted from here on has frames this pass may miss.
             with self._lock:
                 self._wanted.clear()
                 waiters, self._waiters = self._waiters, []
+            self._committed.clear()
             in_wal_mode = self._checkpoint(connection, for_waiters=bool(waiters))
             if waiters:
                 self.caught_up += 1
                 self._wake(waiters)
             if not in_wal_mode:
                 return
+
+    def _wait_for_a_pass(self) -> None:
+        if not self._committed.is_set():
+            # `_idle` before `_committed` is read again: see `note_commit`.
+            self._idle = True
+            if not self._committed.is_set():
+                self._wanted.wait(self._idle_interval_s)
+                self._idle = False
+                return
+            self._idle = False
+        self._wanted.wait(self._interval_s)
 
     def _checkpoint(self, connection: sqlite3.Connection, *, for_waiters: bool) -> bool:
         """One passive checkpoint; False when the database is not in WAL mode.

@@ -3,6 +3,7 @@ service, stopped with it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -133,6 +134,35 @@ async def test_a_configured_linger_holds_whichever_way_commits_go(
     )
     async with _running(settings) as (runtime, _client):
         assert runtime.writer._linger_s == 0.005
+
+
+async def test_the_checkpointer_sleeps_until_the_writer_commits(tmp_path: Path) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY],
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'toolloop.db'}",
+        sqlite_checkpoint_interval_s=0.001,
+        sqlite_checkpoint_idle_interval_s=3600,
+    )
+    body = {
+        "owner": "text-worker",
+        "calls": [{"call_key": "one", "tool": "word_count", "args": {"text": "a b"}}],
+    }
+    async with _running(settings) as (runtime, client):
+        checkpointer = runtime.checkpointer
+        assert checkpointer is not None
+        # The service's own start wrote to the file; no receipt batch committed yet.
+        await asyncio.sleep(0.2)  # room for many passes at the busy interval
+        assert checkpointer.passes == 0
+
+        response = await client.post("/plans/sequential", json=body)
+        assert response.status_code == 200
+        for _ in range(1000):  # a bound on the wait, not a timing assertion
+            if checkpointer.passes:
+                break
+            await asyncio.sleep(0.005)
+        assert checkpointer.passes >= 1
+        assert checkpointer.last is not None
+        assert checkpointer.last.copied_frames == checkpointer.last.wal_frames
 
 
 async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:

@@ -347,12 +347,16 @@ class _ScriptedWal:
     def __init__(self, *, long: bool) -> None:
         self.wal_is_long = long
         self.catch_ups = 0
+        self.commits_noted = 0
         self.finish = asyncio.Event()
 
     async def catch_up(self) -> None:
         self.catch_ups += 1
         await self.finish.wait()
         self.wal_is_long = False
+
+    def note_commit(self) -> None:
+        self.commits_noted += 1
 
 
 async def test_a_long_wal_holds_the_next_batch_until_a_checkpoint_caught_up(
@@ -375,6 +379,21 @@ async def test_a_long_wal_holds_the_next_batch_until_a_checkpoint_caught_up(
         await asyncio.wait_for(writer.submit(succeeded_receipt(2, {"n": 2})), timeout=60)
     assert wal.catch_ups == 1  # no longer long: later batches do not wait
     assert value("toolloop_receipt_wal_wait_seconds_count") == waits + 1
+
+
+async def test_each_committed_batch_is_noted_to_the_checkpointer_and_a_failed_one_not(
+    engine: AsyncEngine,
+) -> None:
+    wal = _ScriptedWal(long=False)
+    commits = CommitCounter(engine)
+    async with running_writer(engine, linger_s=0, wal=wal) as writer:
+        await asyncio.wait_for(writer.submit(succeeded_receipt(0, {"n": 0})), timeout=60)
+        await asyncio.wait_for(writer.submit(succeeded_receipt(1, {"n": 1})), timeout=60)
+        assert wal.commits_noted == commits.count == 2
+        refused = {**_run_row("refused"), "contract_hash": "not-a-snapshot"}
+        with pytest.raises(DBAPIError, match=r"FOREIGN KEY|foreign key"):
+            await writer.start_run(refused)
+    assert wal.commits_noted == 2
 
 
 async def test_a_short_wal_never_holds_a_batch(engine: AsyncEngine) -> None:

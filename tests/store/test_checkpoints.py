@@ -46,9 +46,11 @@ def _write_pages(writer: sqlite3.Connection, pages: int) -> None:
 
 
 def _start(started: list[WalCheckpointer], path: Path, **options: float) -> WalCheckpointer:
-    options.setdefault("interval_s", NEVER_S)
     checkpointer = WalCheckpointer(
-        path, interval_s=options["interval_s"], long_pages=int(options.get("long_pages", 100))
+        path,
+        interval_s=options.get("interval_s", NEVER_S),
+        long_pages=int(options.get("long_pages", 100)),
+        idle_interval_s=options.get("idle_interval_s", NEVER_S),
     )
     checkpointer.start()
     started.append(checkpointer)
@@ -103,20 +105,70 @@ async def test_a_long_wal_asks_the_writer_to_wait_for_one_pass(
     path, writer = wal_database
     checkpointer = _start(started, path, interval_s=0.01, long_pages=100)
     _write_pages(writer, 20)
+    checkpointer.note_commit()
     await _next_periodic_pass(checkpointer)
     assert not checkpointer.wal_is_long
 
     _write_pages(writer, 200)
+    checkpointer.note_commit()
     await _next_periodic_pass(checkpointer)
     assert checkpointer.wal_is_long
 
     await checkpointer.catch_up()  # the writer waits; nothing is left behind its commit
     assert not checkpointer.wal_is_long
     _write_pages(writer, 1)
+    checkpointer.note_commit()
     await _next_periodic_pass(checkpointer)
     assert checkpointer.last is not None
     assert checkpointer.last.wal_frames < 100
     assert not checkpointer.wal_is_long
+
+
+async def test_an_idle_checkpointer_sleeps_until_a_commit_is_noted(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path, interval_s=0.001)
+    _write_pages(writer, 20)  # not noted
+
+    await asyncio.sleep(0.2)  # room for many passes at the busy interval
+    assert checkpointer.passes == 0
+
+    checkpointer.note_commit()
+    await _next_periodic_pass(checkpointer)
+    assert checkpointer.last is not None
+    assert checkpointer.last.copied_frames == checkpointer.last.wal_frames > 20
+
+
+async def test_passes_follow_noted_commits_and_stop_with_them(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path, interval_s=0.005)
+    for _ in range(3):
+        _write_pages(writer, 2)
+        checkpointer.note_commit()
+        await _next_periodic_pass(checkpointer)
+
+    # The pass seen last may have begun before the last note: one more may follow.
+    settled = checkpointer.passes
+    await asyncio.sleep(0.2)
+    assert settled <= checkpointer.passes <= settled + 1
+    assert checkpointer.last is not None
+    assert checkpointer.last.copied_frames == checkpointer.last.wal_frames
+
+
+async def test_writes_nobody_noted_are_copied_every_idle_interval(
+    wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
+) -> None:
+    path, writer = wal_database
+    checkpointer = _start(started, path, interval_s=0.001, idle_interval_s=0.01)
+    _write_pages(writer, 20)  # a heartbeat's, say: not the receipt writer's
+
+    await _until(
+        lambda: checkpointer.last is not None and checkpointer.last.copied_frames > 20,
+        "a pass that copied the unnoted writes",
+    )
 
 
 async def test_waiters_asking_together_share_one_pass(
@@ -134,7 +186,9 @@ async def test_catch_up_returns_at_once_without_a_running_thread(
     wal_database: tuple[Path, sqlite3.Connection], started: list[WalCheckpointer]
 ) -> None:
     path, _writer = wal_database
-    never_started = WalCheckpointer(path, interval_s=NEVER_S, long_pages=100)
+    never_started = WalCheckpointer(
+        path, interval_s=NEVER_S, long_pages=100, idle_interval_s=NEVER_S
+    )
     await never_started.catch_up()
     await never_started.stop()
 
@@ -287,7 +341,8 @@ async def test_failing_passes_never_keep_the_writer_waiting(
         lambda *args, **options: _FailingAfterOnePass(connect(*args, **options)),
     )
     _write_pages(writer, 200)
-    checkpointer = _start(started, path, interval_s=0.01, long_pages=100)
+    # Passes every 10 ms with or without noted commits.
+    checkpointer = _start(started, path, interval_s=0.01, long_pages=100, idle_interval_s=0.01)
     await _next_periodic_pass(checkpointer)
     assert checkpointer.wal_is_long
 
@@ -297,12 +352,22 @@ async def test_failing_passes_never_keep_the_writer_waiting(
 
 
 def test_commits_checkpoint_themselves_past_twice_the_long_length(tmp_path: Path) -> None:
-    checkpointer = WalCheckpointer(tmp_path / "x.db", interval_s=1, long_pages=600)
+    checkpointer = WalCheckpointer(
+        tmp_path / "x.db", interval_s=1, long_pages=600, idle_interval_s=1
+    )
     assert checkpointer.commit_bound_pages == 1200
 
 
-def test_interval_and_length_must_be_positive(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("interval_s", "long_pages", "idle_interval_s"), [(0, 10, 1), (1, 0, 1), (1, 10, 0)]
+)
+def test_intervals_and_length_must_be_positive(
+    tmp_path: Path, interval_s: float, long_pages: int, idle_interval_s: float
+) -> None:
     with pytest.raises(ValueError, match="must be positive"):
-        WalCheckpointer(tmp_path / "x.db", interval_s=0, long_pages=10)
-    with pytest.raises(ValueError, match="must be positive"):
-        WalCheckpointer(tmp_path / "x.db", interval_s=1, long_pages=0)
+        WalCheckpointer(
+            tmp_path / "x.db",
+            interval_s=interval_s,
+            long_pages=long_pages,
+            idle_interval_s=idle_interval_s,
+        )
