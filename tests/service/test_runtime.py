@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -136,17 +137,29 @@ async def test_a_configured_linger_holds_whichever_way_commits_go(
         assert runtime.writer._linger_s == 0.005
 
 
+def _on_file(database: Path, **options: Any) -> Settings:
+    return Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=f"sqlite+aiosqlite:///{database}", **options
+    )
+
+
+def _word_counts(calls: int) -> dict[str, Any]:
+    return {
+        "owner": "text-worker",
+        "calls": [
+            {"call_key": str(n), "tool": "word_count", "args": {"text": "a b c"}}
+            for n in range(calls)
+        ],
+    }
+
+
 async def test_the_checkpointer_sleeps_until_the_writer_commits(tmp_path: Path) -> None:
-    settings = Settings(
-        registries=[EXAMPLE_REGISTRY],
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'toolloop.db'}",
+    settings = _on_file(
+        tmp_path / "toolloop.db",
         sqlite_checkpoint_interval_s=0.001,
         sqlite_checkpoint_idle_interval_s=3600,
     )
-    body = {
-        "owner": "text-worker",
-        "calls": [{"call_key": "one", "tool": "word_count", "args": {"text": "a b"}}],
-    }
+    body = _word_counts(1)
     async with _running(settings) as (runtime, client):
         checkpointer = runtime.checkpointer
         assert checkpointer is not None
@@ -167,18 +180,8 @@ async def test_the_checkpointer_sleeps_until_the_writer_commits(tmp_path: Path) 
 
 async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:
     database = tmp_path / "toolloop.db"
-    settings = Settings(
-        registries=[EXAMPLE_REGISTRY],
-        database_url=f"sqlite+aiosqlite:///{database}",
-        sqlite_checkpoint_interval_s=0.005,
-        sqlite_wal_long_pages=500,
-    )
-    body = {
-        "owner": "text-worker",
-        "calls": [
-            {"call_key": str(n), "tool": "word_count", "args": {"text": "a b c"}} for n in range(10)
-        ],
-    }
+    settings = _on_file(database, sqlite_checkpoint_interval_s=0.005, sqlite_wal_long_pages=500)
+    body = _word_counts(10)
     async with _running(settings) as (runtime, client):
         checkpointer = runtime.checkpointer
         assert checkpointer is not None
