@@ -175,7 +175,7 @@ async def test_the_checkpointer_sleeps_until_the_writer_commits(tmp_path: Path) 
             await asyncio.sleep(0.005)
         assert checkpointer.passes >= 1
         assert checkpointer.last is not None
-        assert checkpointer.last.copied_frames == checkpointer.last.wal_frames
+        assert checkpointer.last.copied_frames >= 1
 
 
 async def test_the_wal_starts_over_while_plans_keep_writing(tmp_path: Path) -> None:
