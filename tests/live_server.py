@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def free_port() -> int:
@@ -22,8 +25,27 @@ def free_port() -> int:
         return port
 
 
+def ended_with_this_process() -> Callable[[], None] | None:
+    """On Linux, a `preexec_fn` that has the child sent SIGTERM once the thread that
+    started it is gone, however it ended: a test run killed with SIGKILL leaves no
+    server behind (its SQLite writer process ends with it, at the end of its input).
+    Start servers from the main thread, which lives as long as the run."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not after
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request took
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
 class ServerProcess:
-    """`toolloop serve ARGS` in its own process group, so that a test can kill -9 all of it."""
+    """`toolloop serve ARGS` in its own process group, so that a test can kill -9 all of it;
+    it ends with the test run that started it (`ended_with_this_process`)."""
 
     def __init__(
         self,
@@ -46,6 +68,7 @@ class ServerProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=ended_with_this_process(),
         )
 
     def wait_until_answering(self, attempts: int = 300) -> None:
