@@ -30,7 +30,7 @@ def _gone(pid: int) -> bool:
     """Whether `pid` has ended (a zombie nobody reaped has ended too)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
+    except FileNotFoundError:
         return True
     return state in ("Z", "X")
 

@@ -174,15 +174,13 @@ class WalCheckpointer:
                 return
 
     def _wait_for_a_pass(self) -> None:
-        if not self._committed.is_set():
-            # `_idle` before `_committed` is read again: see `note_commit`.
-            self._idle = True
-            if not self._committed.is_set():
-                self._wanted.wait(self._idle_interval_s)
-                self._idle = False
-                return
+        self._idle = True  # before `_committed` is read: see `note_commit`
+        if self._committed.is_set():
             self._idle = False
-        self._wanted.wait(self._interval_s)
+            self._wanted.wait(self._interval_s)
+        else:
+            self._wanted.wait(self._idle_interval_s)
+            self._idle = False
 
     def _checkpoint(self, connection: sqlite3.Connection, *, for_waiters: bool) -> bool:
         """One passive checkpoint; False when the database is not in WAL mode.
