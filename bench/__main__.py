@@ -8,9 +8,10 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -112,5 +113,23 @@ async def main() -> int:
     return 0
 
 
+def run_until_terminated(run: Coroutine[Any, Any, int]) -> int:
+    """`asyncio.run(run)`, with SIGTERM (what `make bench`'s `timeout` sends) taken as
+    a cancellation: the run's `finally` blocks stop its servers and drop its scratch
+    databases before the process ends (Python's default for SIGTERM skips them)."""
+
+    async def cancellable() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            return await run
+        except asyncio.CancelledError:
+            print("benchmarks stopped by SIGTERM; no results written", file=sys.stderr)
+            return 128 + signal.SIGTERM
+
+    return asyncio.run(cancellable())
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_until_terminated(main()))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from bench.child_processes import ended_with_this_process
 from bench.stats import Sample, wall_clock
 
 ROUND_TRIPS = 200
@@ -29,6 +30,7 @@ def _worker() -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": "."},
+        preexec_fn=ended_with_this_process(),
     )
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 
 from bench import databases, harness
+from bench.child_processes import ended_with_this_process
 from bench.stats import Check, Sample, Section, ratios
 
 COMMAND = "BENCH_ONLY=http .venv/bin/python -m bench"
@@ -58,7 +59,11 @@ def _free_port() -> int:
 def _spawn(command: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("w") as sink:
         return subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": "."}
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": "."},
+            preexec_fn=ended_with_this_process(),
         )
 
 

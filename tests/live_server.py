@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+from bench.child_processes import ended_with_this_process
 
 
 def free_port() -> int:
@@ -25,22 +24,13 @@ def free_port() -> int:
         return port
 
 
-def ended_with_this_process() -> Callable[[], None] | None:
-    """On Linux, a `preexec_fn` that has the child sent SIGTERM once the thread that
-    started it is gone, however it ended: a test run killed with SIGKILL leaves no
-    server behind (its SQLite writer process ends with it, at the end of its input).
-    Start servers from the main thread, which lives as long as the run."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not after
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the request took
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+def has_ended(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie nobody reaped has ended too; Linux)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
 
 
 class ServerProcess:

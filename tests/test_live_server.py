@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_server import has_ended
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_REGISTRY = REPO / "registries" / "example.yml"
 
@@ -24,15 +26,6 @@ server.wait_until_answering()
 print(server.process.pid, flush=True)
 time.sleep(600)
 """
-
-
-def _gone(pid: int) -> bool:
-    """Whether `pid` has ended (a zombie nobody reaped has ended too)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
 
 
 @pytest.mark.skipif(
@@ -50,21 +43,21 @@ def test_a_server_ends_when_the_run_that_started_it_is_killed(tmp_path: Path) ->
     try:
         assert run.stdout is not None
         server_pid = int(run.stdout.readline())
-        assert not _gone(server_pid)
+        assert not has_ended(server_pid)
 
         run.kill()
         run.wait(timeout=30)
 
         for _ in range(600):  # a bound on the wait, not a timing assertion
-            if _gone(server_pid):
+            if has_ended(server_pid):
                 break
             time.sleep(0.05)
-        assert _gone(server_pid)
+        assert has_ended(server_pid)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait(timeout=30)
-        if server_pid and not _gone(server_pid):
+        if server_pid and not has_ended(server_pid):
             os.kill(server_pid, signal.SIGKILL)
         if run.stdout is not None:
             run.stdout.close()
