@@ -21,11 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import httpx
+import psycopg
+from sqlalchemy.engine import make_url
 
 from bench import databases, harness
 from bench.child_processes import ended_with_this_process
@@ -128,11 +130,45 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _wrk(url: str, script: Path, duration_s: int, pid: int | None = None) -> dict[str, float]:
+# PostgreSQL's checkpoints so far, and the buffers they wrote (the view moved in 17).
+_CHECKPOINTS = {
+    15: "SELECT checkpoints_timed + checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter",
+    17: "SELECT num_timed + num_requested, buffers_written FROM pg_stat_checkpointer",
+}
+
+Counters = Callable[[], dict[str, float]]
+
+
+def _checkpoint_counters(url: str) -> tuple[Counters, Callable[[], None]]:
+    """A reader of the PostgreSQL server's checkpoint counters (`checkpoints`
+    started, `checkpoint buffers` written), and its closer. A checkpoint decides
+    a round's p99 (docs/benchmarks.md, section 4, nineteenth round): with these
+    beside each round, a p99 miss says whether one ran."""
+    connection = psycopg.connect(
+        make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+        autocommit=True,  # each read its own transaction: the statistics are not cached
+    )
+    query = _CHECKPOINTS[17 if connection.info.server_version >= 170000 else 15]
+
+    def read() -> dict[str, float]:
+        started, written = connection.execute(query).fetchone()  # type: ignore[misc]
+        return {"checkpoints": float(started), "checkpoint buffers": float(written)}
+
+    return read, connection.close
+
+
+def _wrk(
+    url: str,
+    script: Path,
+    duration_s: int,
+    pid: int | None = None,
+    counters: Counters | None = None,
+) -> dict[str, float]:
     """One `wrk` run: requests/s and latency percentiles; with the server's `pid`,
     also its CPU per request (all threads, its writer process's included, µs)
     and how busy its event loop's thread was (% of the run's wall time; the
-    thread whose id is the pid)."""
+    thread whose id is the pid); with `counters`, how much each grew."""
+    counted = counters() if counters is not None else {}
     before = _cpu_ns(pid) if pid is not None else {}
     started = time.perf_counter_ns()
     done = subprocess.run(
@@ -155,6 +191,8 @@ def _wrk(url: str, script: Path, duration_s: int, pid: int | None = None) -> dic
         spent = sum(after[tid] - before.get(tid, 0) for tid in after)
         figures["cpu"] = spent / int(answered.group(1)) / 1000
         figures["loop"] = (after[pid] - before[pid]) / elapsed * 100
+    if counters is not None:
+        figures.update({key: value - counted[key] for key, value in counters().items()})
     return figures
 
 
@@ -204,13 +242,18 @@ async def _round(
     servers: dict[str, tuple[str, int]],
     scripts: dict[str, Path],
     plans: dict[str, tuple[str, str]],
+    counters: Counters | None,
 ) -> dict[str, dict[str, float]]:
-    """One wrk run per subject; `plans` maps subject -> (server, script)."""
+    """One wrk run per subject; `plans` maps subject -> (server, script); `counters`
+    (the database's) are read around our server's runs."""
     results = {}
     for subject, (server, script) in plans.items():
         base, pid = servers[server]
         url = f"{base}/plans/sequential"
-        results[subject] = await asyncio.to_thread(_wrk, url, scripts[script], DURATION_S, pid)
+        read = counters if server == "ours" else None
+        results[subject] = await asyncio.to_thread(
+            _wrk, url, scripts[script], DURATION_S, pid, read
+        )
     return results
 
 
@@ -268,9 +311,16 @@ async def _compare(
     }
     staged = {subject: (stage, "one") for stage, subject in _STAGES.items()} if stages else {}
     plans.update(staged)
-    units = {"rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy"}
+    units = {
+        "rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy",
+        "checkpoints": "started", "checkpoint buffers": "written",
+    }  # fmt: skip
     samples: dict[str, dict[str, Sample]] = {subject: {} for subject in plans}
     async with AsyncExitStack() as running:
+        counters = None
+        if url.startswith("postgresql"):
+            counters, close = await asyncio.to_thread(_checkpoint_counters, url)
+            running.callback(close)
         servers = {
             "floor": await running.enter_async_context(
                 _server(floor_command, floor_port, directory / "floor.log")
@@ -293,7 +343,8 @@ async def _compare(
             await asyncio.to_thread(_wrk, f"{base}/plans/sequential", scripts[script], 2)
         for index in range(ROUNDS):
             order = list(plans)[index % len(plans) :] + list(plans)[: index % len(plans)]
-            results = await _round(servers, scripts, {subject: plans[subject] for subject in order})
+            chosen = {subject: plans[subject] for subject in order}
+            results = await _round(servers, scripts, chosen, counters)
             for subject, figures in results.items():
                 for key, value in figures.items():
                     if key in units:
@@ -332,6 +383,21 @@ async def _compare(
             "a new one, as a client that retries safely sends",
         )
     )
+    if counters is not None:
+        rounds = []
+        for subject in ("one-call plan", "ten-call plan", keyed):
+            kept = samples[subject]
+            each = zip(
+                kept["p99"].values,
+                kept["checkpoints"].values,
+                kept["checkpoint buffers"].values,
+                strict=True,
+            )
+            rounds.append(f"{subject} " + ", ".join(f"{p:.1f}/{c:.0f}/{b:.0f}" for p, c, b in each))
+        section.notes.append(
+            f"{name}: each round's p99 (ms) / checkpoints started / buffers they wrote, "
+            "while our server ran: " + "; ".join(rounds)
+        )
     if staged and "cpu" in floor:
         ledger = [f"floor {floor['cpu'].median:,.0f}"]
         for subject in (*staged, "one-call plan"):
