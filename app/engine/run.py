@@ -79,9 +79,12 @@ class RunState:
         started: asyncio.Future[None] | None = None,
     ) -> None:
         self.identity = identity
-        self.loop = asyncio.get_running_loop()
-        # The calls' watchdogs; the engine shares one per event loop across runs.
-        self.deadlines = deadlines if deadlines is not None else Deadlines(self.loop)
+        # The calls' watchdogs; the engine shares one per event loop across runs, made
+        # on the running loop (its loop saves a system call: `app.engine.waiting`).
+        if deadlines is None:
+            deadlines = Deadlines(asyncio.get_running_loop())
+        self.loop = deadlines.loop
+        self.deadlines = deadlines
         self.kind = kind
         self.dispatcher = dispatcher
         self.deadline = deadline

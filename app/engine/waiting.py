@@ -4,7 +4,9 @@ A receipt's durability future is shared by its whole transaction, a run's task
 by every request waiting for it: a waiter that is cancelled must not cancel
 them. `asyncio.wait` and `asyncio.shield` promise that, and cost about
 6 and 5 µs more than a bare `await`; these cost about 2 (one callback per
-future and one waiter), and they run once or twice per run.
+future and one waiter), and they run once or twice per run. The waiter is made
+on the futures' own loop: on CPython 3.11 `asyncio.get_running_loop()` makes a
+`getpid` system call each time (docs/benchmarks.md, section 4, twentieth round).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ async def wait_all(futures: Iterable[asyncio.Future[Any]]) -> None:
     if not pending:
         return
     left = len(pending)
-    waiter = asyncio.get_running_loop().create_future()
+    waiter = next(iter(pending)).get_loop().create_future()
 
     def one_done(_: asyncio.Future[Any]) -> None:
         nonlocal left
@@ -43,7 +45,8 @@ async def wait_first(futures: Iterable[asyncio.Future[Any]]) -> None:
     watched = set(futures)
     if any(future.done() for future in watched):
         return
-    waiter = asyncio.get_running_loop().create_future()
+    loop = next(iter(watched)).get_loop() if watched else asyncio.get_running_loop()
+    waiter = loop.create_future()
 
     def wake(_: asyncio.Future[Any]) -> None:
         if not waiter.done():

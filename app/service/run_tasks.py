@@ -174,7 +174,7 @@ class RunSupervisor:
             self._runs.pop(run.run_id, None)
 
     async def _run(self, handle: RunHandle, run: SupervisedRun) -> RunResult:
-        task = asyncio.current_task()
+        task = handle._task  # the current task (set before it first ran)
         assert task is not None
         handle._phase = _Phase.EXECUTING
         if handle.stop_reason is not None:

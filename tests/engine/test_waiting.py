@@ -81,3 +81,25 @@ async def test_a_cancelled_wait_cancels_none_of_its_futures(wait: object) -> Non
     assert not outage.cancelled()
     await _no_callback_left(durable)
     await _no_callback_left(outage)
+
+
+async def test_the_waits_make_their_waiter_on_the_futures_loop_without_looking_it_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No `asyncio.get_running_loop()` (a system call on CPython 3.11) once there is
+    a future to wait on."""
+    first, second = _futures(2)
+
+    def looked_up() -> asyncio.AbstractEventLoop:
+        raise AssertionError("the running loop was looked up")
+
+    monkeypatch.setattr(asyncio, "get_running_loop", looked_up)
+    waiting = [
+        asyncio.ensure_future(wait_all((first, second))),
+        asyncio.ensure_future(wait_first((first, second))),
+    ]
+    await asyncio.sleep(0)  # both are waiting now
+    assert not any(wait.done() for wait in waiting)
+    first.set_result(None)
+    second.set_result(None)
+    await asyncio.gather(*waiting)
