@@ -16,6 +16,8 @@ import httpx
 
 from bench.child_processes import ended_with_this_process
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -31,6 +33,41 @@ def has_ended(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return state in ("Z", "X")
+
+
+def assert_child_ends_with_killed_run(program: str, *args: str) -> None:
+    """Run `python -c program ARGS` from the repository, a stand-in for a test or
+    benchmark run that starts a child and prints the child's pid; SIGKILL the run
+    alone, and assert that the child ends too (Linux)."""
+    run = subprocess.Popen(
+        [sys.executable, "-c", program, *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = 0
+    try:
+        assert run.stdout is not None
+        child = int(run.stdout.readline())
+        assert not has_ended(child)
+
+        run.kill()
+        run.wait(timeout=30)
+
+        for _ in range(600):  # a bound on the wait, not a timing assertion
+            if has_ended(child):
+                break
+            time.sleep(0.05)
+        assert has_ended(child)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+        if child and not has_ended(child):
+            os.kill(child, signal.SIGKILL)
+        if run.stdout is not None:
+            run.stdout.close()
 
 
 class ServerProcess:
