@@ -141,9 +141,9 @@ Counters = Callable[[], dict[str, float]]
 
 def _checkpoint_counters(url: str) -> tuple[Counters, Callable[[], None]]:
     """A reader of the PostgreSQL server's checkpoint counters (`checkpoints`
-    started, `checkpoint buffers` written), and its closer. A checkpoint decides
-    a round's p99 (docs/benchmarks.md, section 4, nineteenth round): with these
-    beside each round, a p99 miss says whether one ran."""
+    started, `checkpoint buffers` written), and its closer: read around each of
+    our server's rounds, they set a round's p99 beside the checkpoints that ran
+    in it (docs/benchmarks.md, section 4, nineteenth and twentieth rounds)."""
     connection = psycopg.connect(
         make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
         autocommit=True,  # each read its own transaction: the statistics are not cached
