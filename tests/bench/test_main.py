@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.live_server import REPO
 
 # A stand-in benchmark: says it started, then waits; its `finally` is what stops
 # the real ones' servers and drops their scratch databases.
