@@ -1,4 +1,4 @@
-"""`GET /runs/{id}/audit` over calls whose started and finished events share a row."""
+"""`GET /runs/{id}/audit` over a run's events that share rows."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ async def test_every_page_size_pages_a_parallel_run_s_events_once_each(
         "lanes": [
             {
                 "item_key": key,
+                # Arguments of its own in each lane: no lane's call is another's cache hit.
                 "calls": [
-                    {"call_key": "1", "tool": "word_count", "args": {"text": "a b"}},
-                    {"call_key": "2", "tool": "word_count", "args": {"text": "c"}},
+                    {"call_key": "1", "tool": "word_count", "args": {"text": f"a b {key}"}},
+                    {"call_key": "2", "tool": "word_count", "args": {"text": f"c {key}"}},
                 ],
             }
             for key in "abc"
@@ -62,7 +63,7 @@ async def test_every_page_size_pages_a_parallel_run_s_events_once_each(
     for receipt_id in {event["detail"]["receipt_id"] for event in calls}:
         own = [event["kind"] for event in calls if event["detail"]["receipt_id"] == receipt_id]
         assert own == ["call.started", "call.finished"]
-    # Shared rows: two events whose ids are one apart.
+    # Shared rows: events whose ids are one apart.
     assert any(b == a + 1 for a, b in itertools.pairwise(ids))
     for limit in range(1, len(everything) + 1):
         assert await page_through(client, f"/runs/{run_id}/audit", limit=limit) == everything
