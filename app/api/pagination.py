@@ -40,7 +40,7 @@ def position_cursor(listing: str, position: int) -> str:
 def parse_keyset_cursor(listing: str, cursor: str | None) -> Keyset | None:
     if cursor is None:
         return None
-    document = _decode(listing, cursor, {"l", "t", "i"})
+    document = _decode((listing,), cursor, {"l", "t", "i"})
     moment, id_ = document["t"], document["i"]
     if not isinstance(moment, str) or not _is_id(id_):
         raise _invalid()
@@ -55,19 +55,28 @@ def parse_keyset_cursor(listing: str, cursor: str | None) -> Keyset | None:
 
 def parse_position_cursor(listing: str, cursor: str | None, *, maximum: int) -> int | None:
     """`maximum` is the largest value the position's column holds."""
+    found = parse_position_cursor_of((listing,), cursor, maximum=maximum)
+    return None if found is None else found[1]
+
+
+def parse_position_cursor_of(
+    listings: tuple[str, ...], cursor: str | None, *, maximum: int
+) -> tuple[str, int] | None:
+    """(the listing, the position) of a cursor any of `listings` issued."""
     if cursor is None:
         return None
-    position = _decode(listing, cursor, {"l", "p"})["p"]
+    document = _decode(listings, cursor, {"l", "p"})
+    position = document["p"]
     if type(position) is not int or not 0 <= position <= maximum:
         raise _invalid()
-    return position
+    return document["l"], position
 
 
 def _encode(document: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(document)).rstrip(b"=").decode("ascii")
 
 
-def _decode(listing: str, cursor: str, fields: set[str]) -> dict[str, Any]:
+def _decode(listings: tuple[str, ...], cursor: str, fields: set[str]) -> dict[str, Any]:
     if not cursor or len(cursor) > MAX_CURSOR_CHARS or not cursor.isascii():
         raise _invalid()
     padded = cursor + "=" * (-len(cursor) % 4)
@@ -79,7 +88,7 @@ def _decode(listing: str, cursor: str, fields: set[str]) -> dict[str, Any]:
     if (
         not isinstance(document, dict)
         or document.keys() != fields
-        or document["l"] != listing
+        or document["l"] not in listings
         or _encode(document) != cursor
     ):
         raise _invalid()

@@ -22,6 +22,7 @@ from app.api.pagination import (
     keyset_cursor,
     parse_keyset_cursor,
     parse_position_cursor,
+    parse_position_cursor_of,
     position_cursor,
 )
 from app.api.problems import NotFound
@@ -48,6 +49,12 @@ from app.api.schemas.runs import (
 from app.service.reads import ReadService, RunFilters, RunNotFound
 
 T = TypeVar("T")
+
+# An audit cursor names an event id. An earlier version's ids counted two to a
+# stored row; its cursors (that listing's name) are still taken, converted.
+AUDIT_LISTING = "run-audit-events"
+EARLIER_AUDIT_LISTING = "run-audit"
+AUDIT_LISTINGS = (AUDIT_LISTING, EARLIER_AUDIT_LISTING)
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
@@ -141,9 +148,14 @@ async def list_run_audit(
     limit: RunPageLimit = DEFAULT_RUN_PAGE,
     cursor: Cursor = None,
 ) -> FastJSONResponse:
-    after = parse_position_cursor("run-audit", cursor, maximum=MAX_AUDIT_ID)
+    found = parse_position_cursor_of(AUDIT_LISTINGS, cursor, maximum=MAX_AUDIT_ID)
+    after = None
+    if found is not None:
+        listing_name, after = found
+        if listing_name == EARLIER_AUDIT_LISTING:
+            after = ReadService.audit_event_id_of_earlier_version(after, MAX_AUDIT_ID)
     listing = await _visible(
         ReadService(runtime.sessions).list_run_audit(run_id, viewer, limit=limit, after_id=after)
     )
-    next_cursor = None if listing.next is None else position_cursor("run-audit", listing.next)
+    next_cursor = None if listing.next is None else position_cursor(AUDIT_LISTING, listing.next)
     return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})

@@ -19,7 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import ServiceError, StorageUnavailable
 from app.store.models import Receipt, Run
-from app.store.repositories.audit import AuditRepository, StoredAuditEvent
+from app.store.repositories.audit import (
+    AuditRepository,
+    StoredAuditEvent,
+    event_id_of_two_per_row,
+)
 from app.store.repositories.pagination import Keyset as Keyset
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -146,8 +150,14 @@ class ReadService:
             rows = await AuditRepository(session).list_for_run(
                 run_id, after_id=after_id, limit=limit + 1
             )
-        # Event ids, not row ids: a row may hold two events (`AuditRepository`).
+        # Event ids, not row ids: a row may hold several events (`AuditRepository`).
         return _in_run_order(rows, limit, audit_view, lambda event: event.id)
+
+    @staticmethod
+    def audit_event_id_of_earlier_version(earlier_id: int, maximum: int) -> int:
+        """The id an audit event has now, from the id an earlier version showed
+        (two ids to a stored row), at most `maximum`."""
+        return min(event_id_of_two_per_row(earlier_id), maximum)
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:

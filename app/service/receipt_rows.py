@@ -2,20 +2,30 @@
 
 Receipts are always the redacted copy, with outputs over the size cap
 truncated (`stored_output`); the engine only caches outputs that redaction
-leaves unchanged and that fit under the cap. A call's `call.started` and
-`call.finished` written in one transaction share a row (`audit_event_rows`).
+leaves unchanged and that fit under the cap. A run's audit events written in
+one transaction share a row (`audit_event_rows`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
-from app.store.repositories.audit import CALL_PAIR_KIND, call_pair_detail
+from app.store.repositories.audit import (
+    ANY_EVENT,
+    CALL_FINISHED_ENTRY,
+    CALL_STARTED_ENTRY,
+    EPOCH,
+    EVENTS_PER_ROW,
+    EVENTS_ROW_KIND,
+    FINISHED_DETAIL,
+    MICROSECOND,
+    STARTED_DETAIL,
+)
 from app.store.repositories.bulk import RenderedTimes, sqlite_audit_values, sqlite_time
 from app.store.serialization import dumps
 
@@ -131,26 +141,20 @@ def audit_event_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict
     """The rows of one transaction's audit events, in order: the engine's events
     (`AuditEvent`) and rows the service wrote itself (`AuditEvent` column names).
 
-    A call's `call.started` and `call.finished` events found among them share one
-    row (`CALL_PAIR_KIND`), which takes the finished event's place: the started
-    event is read later than it was written, past other calls' events and other
-    runs' events, never past an event of its own call or one of its run as a
-    whole. A call with such an event between the two (its retry or timeout; a
-    router decision, a run event) keeps its two rows, as does a call whose
-    started event was written in an earlier transaction, or whose two events
-    differ in their run, caller, tool or keys, or whose finished time is naive
-    (left to the insert to refuse). The shared row is built from the two events
-    directly: no row of either is built first.
+    A run's events share one row (`EVENTS_ROW_KIND`, in write order), which takes
+    its first event's place: the run's later events are read earlier than they
+    were written, past other runs' events, never past an event of their own run.
+    An event that cannot share a row (its time naive, left to the insert to
+    refuse; a service row with other columns) is its own row and ends its run's
+    shared row, as does an event of another caller, or a full row: the run's
+    events after it start a row of their own. An event alone is its own row.
     """
     rows: list[dict[str, Any]] = []
-    for item in _in_order(events):
-        kind = type(item)
-        if kind is dict:
-            rows.append(cast(dict[str, Any], item))
-        elif kind is tuple:
-            rows.append(_pair_row(*cast(_Pair, item)))
+    for item in _grouped(events):
+        if isinstance(item, list):
+            rows.append(_shared_row(item) if len(item) > 1 else _own_row(item[0]))
         else:
-            rows.append(audit_row(cast(AuditEvent, item)))
+            rows.append(_own_row(item))
     return rows
 
 
@@ -160,118 +164,191 @@ def audit_event_values(
     """`audit_event_rows(events)` as SQLite's driver takes them (`BulkWrite.add_encoded_audit`),
     column for column (`AUDIT_COLUMNS`), with no row in between for the engine's events."""
     values: list[tuple[Any, ...]] = []
-    for item in _in_order(events):
-        kind = type(item)
-        if kind is tuple:
-            started, finished = cast(_Pair, item)
-            values.append(
-                (
-                    started.run_id,
-                    sqlite_time(started.at, rendered),
-                    CALL_PAIR_KIND,
-                    started.caller,
-                    started.tool,
-                    started.call_key,
-                    started.item_key,
-                    dumps(_pair_detail(started, finished)),
+    for item in _grouped(events):
+        if isinstance(item, list):
+            if len(item) > 1:
+                run_id, at, caller = _head(item[0])
+                entries = dumps(_shared_row_entries(item))
+                values.append(
+                    (
+                        run_id,
+                        sqlite_time(at, rendered),
+                        EVENTS_ROW_KIND,
+                        caller,
+                        None,
+                        None,
+                        None,
+                        entries,
+                    )
                 )
-            )
-        elif kind is dict:
-            values.append(sqlite_audit_values(cast(dict[str, Any], item), rendered))
+                continue
+            event = item[0]
         else:
-            event = cast(AuditEvent, item)
-            values.append(
-                (
-                    event.run_id,
-                    sqlite_time(event.at, rendered),
-                    _KIND_TEXT[event.kind],
-                    event.caller,
-                    event.tool,
-                    event.call_key,
-                    event.item_key,
-                    dumps(dict(event.detail)),
-                )
+            event = item
+        if isinstance(event, dict):
+            values.append(sqlite_audit_values(event, rendered))
+            continue
+        values.append(
+            (
+                event.run_id,
+                sqlite_time(event.at, rendered),
+                _KIND_TEXT[event.kind],
+                event.caller,
+                event.tool,
+                event.call_key,
+                event.item_key,
+                dumps(dict(event.detail)),
             )
+        )
     return values
 
 
 # The columns of `audit_event_values`: `bulk.audit_columns()`, which the writer
 # checks when it starts.
 AUDIT_COLUMNS = ("run_id", "at", "kind", "caller", "tool", "call_key", "item_key", "detail")
+_AUDIT_KEYS = frozenset(AUDIT_COLUMNS)
 
-# A call's two events that share a row.
-_Pair = tuple[AuditEvent, AuditEvent]
+# A run's events that share a row, in write order.
+_Group = list[AuditEvent | dict[str, Any]]
 
 
-def _in_order(
+def _grouped(
     events: Sequence[AuditEvent | dict[str, Any]],
-) -> list[AuditEvent | dict[str, Any] | _Pair]:
-    """The transaction's events in the order their rows are written, each call's two
-    that share a row as one pair (`audit_event_rows`)."""
-    out: list[AuditEvent | dict[str, Any] | _Pair] = []
-    # run_id -> {receipt_id: position in `out` of its call.started}
-    pending: dict[str | None, dict[str, int]] = {}
-    merged = False
-    receipt_id: Any
+) -> list[AuditEvent | dict[str, Any] | _Group]:
+    """The transaction's events in the order their rows are written, each run's
+    events that share a row as one group (`audit_event_rows`)."""
+    out: list[AuditEvent | dict[str, Any] | _Group] = []
+    open_groups: dict[str | None, _Group] = {}
     for event in events:
+        at: Any
         if isinstance(event, dict):
-            detail = event.get("detail")
-            receipt_id = detail.get("receipt_id") if isinstance(detail, dict) else None
-            run_id = event.get("run_id")
+            run_id, caller, at = event.get("run_id"), event.get("caller"), event.get("at")
+            shareable = (
+                event.keys() == _AUDIT_KEYS
+                and isinstance(at, datetime)
+                and isinstance(event["detail"], Mapping)
+            )
         else:
-            kind = event.kind
-            receipt_id = event.detail.get("receipt_id")
-            run_id = event.run_id
-            if kind is _STARTED:
-                if type(receipt_id) is str:
-                    pending.setdefault(run_id, {})[receipt_id] = len(out)
-                out.append(event)
-                continue
-            if kind is _FINISHED:
-                started = pending.get(run_id)
-                at = started.pop(receipt_id, None) if started else None
-                if at is not None:
-                    first = cast(AuditEvent, out[at])
-                    # [2:7]: run_id, caller, tool, call_key, item_key.
-                    if event.at.tzinfo is not None and first[2:7] == event[2:7]:
-                        out[at] = _MOVED
-                        out.append((first, event))
-                        merged = True
-                        continue
-                out.append(event)
-                continue
-        # An event of one call keeps that call's events apart; any other event of
-        # the run (no receipt id), every call of the run in flight.
-        if type(receipt_id) is str:
-            started = pending.get(run_id)
-            if started:
-                started.pop(receipt_id, None)
-        else:
-            pending.pop(run_id, None)
-        out.append(event)
-    return [item for item in out if item is not _MOVED] if merged else out
+            run_id, caller, at = event.run_id, event.caller, event.at
+            shareable = True
+        if not shareable or at.tzinfo is None:
+            open_groups.pop(run_id, None)
+            out.append(event)
+            continue
+        group = open_groups.get(run_id)
+        if group is None or len(group) == EVENTS_PER_ROW or _head(group[0])[2] != caller:
+            open_groups[run_id] = group = []
+            out.append(group)
+        group.append(event)
+    return out
 
 
-def _pair_detail(started: AuditEvent, finished: AuditEvent) -> dict[str, Any]:
-    # The engine's details are dicts already, and nothing changes a row's detail.
-    first, then = started.detail, finished.detail
-    return call_pair_detail(
-        first if type(first) is dict else dict(first),
-        then if type(then) is dict else dict(then),
-        finished.at,
+def _head(event: AuditEvent | dict[str, Any]) -> tuple[str | None, datetime, str | None]:
+    """The event's run id, time and caller: a shared row's, when it is the row's first."""
+    if isinstance(event, dict):
+        return event["run_id"], event["at"], event["caller"]
+    return event.run_id, event.at, event.caller
+
+
+def _shared_row_entries(group: _Group) -> list[list[Any]]:
+    """The `detail` of a shared row: one entry per event (`app.store.repositories.audit`)."""
+    entries: list[list[Any]] = []
+    started: list[Any] | None = None  # the entry just before, when it is of form 1
+    for event in group:
+        if isinstance(event, dict):
+            at_us = (event["at"] - EPOCH) // MICROSECOND
+            entries.append(
+                [
+                    ANY_EVENT,
+                    event["kind"],
+                    at_us,
+                    event["tool"],
+                    event["call_key"],
+                    event["item_key"],
+                    dict(event["detail"]),
+                ]
+            )
+            started = None
+            continue
+        kind, detail = event.kind, event.detail
+        at_us = (event.at - EPOCH) // MICROSECOND
+        entry: list[Any]
+        if kind is _STARTED and tuple(detail) == STARTED_DETAIL and _plain_call(detail):
+            entry = [CALL_STARTED_ENTRY, at_us, *_call_identity(event)]
+            entries.append(entry)
+            started = entry
+            continue
+        if (
+            kind is _FINISHED
+            and started is not None
+            and tuple(detail) == FINISHED_DETAIL
+            and _plain_call(detail)
+            and started[2:] == _call_identity(event)
+        ):
+            entry = [
+                CALL_FINISHED_ENTRY,
+                at_us,
+                detail["status"],
+                detail["attempts"],
+                detail["duration_ms"],
+                detail["error"],
+            ]
+        else:
+            entry = [
+                ANY_EVENT,
+                _KIND_TEXT[kind],
+                at_us,
+                event.tool,
+                event.call_key,
+                event.item_key,
+                detail if type(detail) is dict else dict(detail),
+            ]
+        entries.append(entry)
+        started = None
+    return entries
+
+
+def _call_identity(event: AuditEvent) -> list[Any]:
+    """A call event's tool, keys and identity details: a short start's entry but its
+    first two values."""
+    detail = event.detail
+    return [
+        event.tool,
+        event.call_key,
+        event.item_key,
+        detail["receipt_id"],
+        detail["seq"],
+        detail["parent_receipt_id"],
+    ]
+
+
+def _plain_call(detail: Mapping[str, Any]) -> bool:
+    """Whether the call's identity in `detail` reads back as written, to the type."""
+    parent = detail["parent_receipt_id"]
+    return (
+        type(detail["receipt_id"]) is str
+        and type(detail["seq"]) is int
+        and (parent is None or type(parent) is str)
     )
 
 
-def _pair_row(started: AuditEvent, finished: AuditEvent) -> dict[str, Any]:
+def _own_row(event: AuditEvent | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(event, dict):
+        return event
+    return audit_row(event)
+
+
+def _shared_row(group: _Group) -> dict[str, Any]:
+    run_id, at, caller = _head(group[0])
     return {
-        "run_id": started.run_id,
-        "at": started.at,
-        "kind": CALL_PAIR_KIND,
-        "caller": started.caller,
-        "tool": started.tool,
-        "call_key": started.call_key,
-        "item_key": started.item_key,
-        "detail": _pair_detail(started, finished),
+        "run_id": run_id,
+        "at": at,
+        "kind": EVENTS_ROW_KIND,
+        "caller": caller,
+        "tool": None,
+        "call_key": None,
+        "item_key": None,
+        "detail": _shared_row_entries(group),
     }
 
 
@@ -280,5 +357,3 @@ _STATUS_TEXT = {status: status.value for status in Status}
 _KIND_TEXT = {kind: kind.value for kind in AuditKind}
 _STARTED = AuditKind.CALL_STARTED
 _FINISHED = AuditKind.CALL_FINISHED
-# The place a merged call.started left.
-_MOVED = AuditEvent(_STARTED, datetime.min, None, None, None, None, None, {})

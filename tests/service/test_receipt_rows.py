@@ -1,14 +1,17 @@
-"""The rows the writer inserts: one transaction's audit events (`audit_event_rows`), and
-receipts encoded straight into SQLite's driver tuples (`receipt_values`)."""
+"""The rows the writer inserts: one transaction's audit events (`audit_event_rows`), a
+run's sharing one row, and receipts encoded straight into SQLite's driver tuples
+(`receipt_values`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
+from typing import Any
 
 import orjson
 import pytest
 
+from app.engine.ports import AuditEvent
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import Redactor
 from app.service.receipt_rows import (
@@ -20,84 +23,207 @@ from app.service.receipt_rows import (
     receipt_row,
     receipt_values,
 )
-from app.store.repositories.audit import CALL_PAIR_KIND, expand
+from app.store.repositories.audit import (
+    CALL_PAIR_KIND,
+    EVENTS_PER_ROW,
+    EVENTS_ROW_KIND,
+    event_id_of_two_per_row,
+    expand,
+)
 from app.store.repositories.bulk import BulkWrite, audit_columns, receipt_columns, sqlite_time
 from tests.service.test_writer_audit import finished, retried, run_event, started
-from tests.writer_support import succeeded_receipt
+from tests.writer_support import RUN_ID, succeeded_receipt
 
 SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
 MAX_OUTPUT_BYTES = 1024
 
 
-def test_a_pair_row_holds_both_events_and_expands_back_into_them() -> None:
-    events = [started(1), finished(1)]
+def _as_read(event: AuditEvent | dict[str, Any]) -> tuple[Any, ...]:
+    """What reading the event back from its own row gives, but its id."""
+    row = event if isinstance(event, dict) else audit_row(event)
+    return (
+        row["run_id"],
+        row["at"].astimezone(UTC),
+        row["kind"],
+        row["caller"],
+        row["tool"],
+        row["call_key"],
+        row["item_key"],
+        dict(row["detail"]),
+    )
+
+
+def _read_back(row_id: int, row: dict[str, Any]) -> list[tuple[Any, ...]]:
+    # Through JSON, as the store keeps the row's detail.
+    stored = {**row, "detail": orjson.loads(orjson.dumps(row["detail"]))}
+    return [
+        (e.run_id, e.at, e.kind, e.caller, e.tool, e.call_key, e.item_key, e.detail)
+        for e in expand(row_id, **stored)
+    ]
+
+
+def _with_parent(event: AuditEvent, parent: str) -> AuditEvent:
+    return event._replace(detail={**event.detail, "parent_receipt_id": parent})
+
+
+def test_a_run_s_events_share_one_row_that_expands_back_into_exactly_them() -> None:
+    accepted = {**run_event("plan.accepted"), "detail": {"n": [1, 2], "text": "ünïcode"}}
+    # Another zone than UTC, and whole seconds.
+    elsewhere = started(4, at=datetime(2026, 11, 30, 14, 0, 0, tzinfo=timezone(timedelta(hours=2))))
+    events: list[AuditEvent | dict[str, Any]] = [
+        accepted,
+        started(1),
+        finished(1),
+        started(2),
+        retried(2),
+        finished(2),
+        _with_parent(started(3), "r1"),
+        _with_parent(finished(3), "r1"),
+        elsewhere,
+        run_event("router.model_turn"),
+        finished(4),
+    ]
 
     (row,) = audit_event_rows(events)
 
-    assert row["kind"] == CALL_PAIR_KIND
-    assert row["detail"]["started"] == events[0].detail
-    assert row["detail"]["finished"] == events[1].detail
-    stored = expand(1, **row)
-    assert [(event.kind, event.at, event.detail) for event in stored] == [
-        (event.kind.value, event.at, dict(event.detail)) for event in events
+    assert (row["kind"], row["run_id"], row["caller"]) == (EVENTS_ROW_KIND, RUN_ID, "caller-a")
+    assert row["at"] == accepted["at"]
+    assert _read_back(7, row) == [_as_read(event) for event in events]
+    assert [event.id for event in expand(7, **row)] == [
+        7 * EVENTS_PER_ROW + place for place in range(len(events))
     ]
 
 
-def test_rows_the_service_wrote_stay_as_they_are_and_keep_their_place() -> None:
-    accepted, model_turn = run_event("plan.accepted"), run_event("router.model_turn")
-    events = [accepted, started(1), finished(1), started(2), model_turn, finished(2)]
-
-    rows = audit_event_rows(events)
-
-    assert rows[0] is accepted
-    assert rows[1]["kind"] == CALL_PAIR_KIND
-    # An event of the run between a call's two keeps them apart.
-    kinds = [row["kind"] for row in rows[2:]]
-    assert kinds == ["call.started", "router.model_turn", "call.finished"]
-    assert rows[3] is model_turn
-
-
-def test_a_service_row_of_one_call_keeps_only_that_calls_events_apart() -> None:
-    of_call_2 = {**run_event("evidence.noted"), "detail": {"receipt_id": "r2"}}
-    events = [started(1), started(2), of_call_2, finished(1), finished(2)]
-
-    rows = audit_event_rows(events)
-
-    assert [row["kind"] for row in rows] == [
-        "call.started",
-        "evidence.noted",
-        CALL_PAIR_KIND,
-        "call.finished",
+def test_a_call_s_two_events_side_by_side_take_the_short_forms() -> None:
+    extra = started(5)._replace(detail={**started(5).detail, "note": "x"})
+    numbered = started(6)._replace(detail={**started(6).detail, "seq": True})
+    events = [
+        started(1),
+        finished(1),  # short: right after its own start
+        started(2),
+        retried(2),
+        finished(2),  # not right after its start
+        started(3),
+        finished(4),  # another call's
+        extra,  # a start with more detail
+        finished(5),
+        numbered,  # a seq that would read back as another type
+        finished(6),
     ]
-    assert rows[0]["detail"]["receipt_id"] == "r2"
+
+    (row,) = audit_event_rows(events)
+
+    forms = [entry[0] for entry in row["detail"]]
+    assert forms == [1, 2, 1, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert _read_back(1, row) == [_as_read(event) for event in events]
 
 
-def test_events_that_cannot_share_a_row_are_written_as_their_own_rows() -> None:
+def test_each_run_s_events_share_a_row_that_stands_at_its_first_event() -> None:
+    events = [
+        started(1),
+        started(1, run_id="run-b"),
+        finished(1),
+        run_event("plan.accepted", run_id="run-c"),
+        finished(1, run_id="run-b"),
+        started(2),
+    ]
+
+    rows = audit_event_rows(events)
+
+    assert [(row["run_id"], row["kind"]) for row in rows] == [
+        (RUN_ID, EVENTS_ROW_KIND),
+        ("run-b", EVENTS_ROW_KIND),
+        ("run-c", "plan.accepted"),
+    ]
+    assert _read_back(1, rows[0]) == [_as_read(e) for e in (events[0], events[2], events[5])]
+    assert _read_back(2, rows[1]) == [_as_read(e) for e in (events[1], events[4])]
+    assert rows[2] is events[3]
+
+
+def test_an_event_that_cannot_share_a_row_ends_its_run_s_row_and_keeps_its_place() -> None:
     naive_end = finished(1, at=datetime(2026, 11, 30, 12, 0, 1))
-    events = [started(1), naive_end, started(2), retried(2), finished(2), finished(3)]
+    widened = {**run_event("evidence.noted"), "extra": 1}
+    stranger = finished(3)._replace(caller="someone-else")
+    events = [
+        started(1),
+        started(1, run_id="run-b"),
+        naive_end,
+        started(2),
+        finished(2),
+        widened,
+        finished(1, run_id="run-b"),
+        started(3),
+        stranger,
+        started(4),
+        finished(4),
+    ]
 
     rows = audit_event_rows(events)
 
-    assert rows == [audit_row(event) for event in events]
+    assert [row["run_id"] for row in rows] == [RUN_ID, "run-b", *[RUN_ID] * 6]
+    assert rows[0] == audit_row(started(1))  # alone before the naive time: its own row
+    assert _read_back(1, rows[1]) == [_as_read(e) for e in (events[1], events[6])]
+    assert rows[2] == audit_row(naive_end)
+    assert _read_back(3, rows[3]) == [_as_read(e) for e in (started(2), finished(2))]
+    assert rows[4] is widened
+    # Then started(3) alone, stranger alone (another caller), started(4) with finished(4).
+    assert rows[5:7] == [audit_row(started(3)), audit_row(stranger)]
+    assert _read_back(6, rows[7]) == [_as_read(e) for e in (started(4), finished(4))]
 
 
-def test_a_pair_rows_details_are_plain_dicts_even_from_read_only_mappings() -> None:
-    first = started(1)._replace(detail=MappingProxyType(dict(started(1).detail)))
+def test_a_full_row_starts_another() -> None:
+    events = [started(n) for n in range(EVENTS_PER_ROW + 2)]
+
+    rows = audit_event_rows(events)
+
+    assert [len(row["detail"]) for row in rows] == [EVENTS_PER_ROW, 2]
+    assert [event for row in rows for event in _read_back(1, row)] == [
+        _as_read(event) for event in events
+    ]
+
+
+def test_a_shared_row_s_details_are_plain_dicts_even_from_read_only_mappings() -> None:
+    first = retried(1)._replace(detail=MappingProxyType(dict(retried(1).detail)))
     then = finished(1)._replace(detail=MappingProxyType(dict(finished(1).detail)))
+    accepted = {**run_event("plan.accepted"), "detail": MappingProxyType({"a": 1})}
 
-    (row,) = audit_event_rows([first, then])
+    (row,) = audit_event_rows([accepted, first, then])
 
     # As the store writes it: orjson refuses a mappingproxy.
-    assert orjson.loads(orjson.dumps(row["detail"])) == {
-        "started": dict(first.detail),
-        "finished": dict(then.detail),
-        "finished_at_us": row["detail"]["finished_at_us"],
-    }
+    assert _read_back(1, row) == [_as_read(event) for event in (accepted, first, then)]
 
 
-def test_a_start_alone_is_its_own_row() -> None:
+def test_an_event_alone_is_its_own_row() -> None:
     assert audit_event_rows([]) == []
     assert audit_event_rows([started(1)]) == [audit_row(started(1))]
+    accepted = run_event("plan.accepted")
+    assert audit_event_rows([accepted, started(1, run_id="run-b")]) == [
+        accepted,
+        audit_row(started(1, run_id="run-b")),
+    ]
+
+
+def test_rows_an_earlier_version_wrote_read_back_with_ids_counted_per_row() -> None:
+    pair = {
+        **audit_row(started(1)),
+        "kind": CALL_PAIR_KIND,
+        "detail": {
+            "started": dict(started(1).detail),
+            "finished": dict(finished(1).detail),
+            "finished_at_us": (finished(1).at - datetime(1970, 1, 1, tzinfo=UTC))
+            // timedelta(microseconds=1),
+        },
+    }
+
+    assert _read_back(5, pair) == [_as_read(started(1)), _as_read(finished(1))]
+    assert [event.id for event in expand(5, **pair)] == [5 * EVENTS_PER_ROW, 5 * EVENTS_PER_ROW + 1]
+    assert [event.id for event in expand(6, **audit_row(started(2)))] == [6 * EVENTS_PER_ROW]
+    # That version's ids: the row's id times two, plus one for a pair's second event.
+    assert [event_id_of_two_per_row(n) for n in (10, 11, 12)] == [
+        5 * EVENTS_PER_ROW,
+        5 * EVENTS_PER_ROW + 1,
+        6 * EVENTS_PER_ROW,
+    ]
 
 
 def _varied_receipts() -> list[Receipt]:
@@ -179,13 +305,17 @@ def test_audit_event_values_are_the_bulk_insert_s_driver_rows_of_audit_event_row
         run_event("router.model_turn"),
         finished(3),
         read_only,
-        finished(5),
+        started(9, run_id="run-b"),
+        finished(5)._replace(caller="someone-else"),
+        finished(6)._replace(caller="someone-else"),
+        run_event("plan.finished"),
     ]
 
     rows = audit_event_rows(events)
     values = audit_event_values(events, {})
 
-    assert any(row["kind"] == CALL_PAIR_KIND for row in rows)
+    kinds = [EVENTS_ROW_KIND, "call.started", EVENTS_ROW_KIND, "plan.finished"]
+    assert [row["kind"] for row in rows] == kinds
     direct = BulkWrite().add_encoded_audit(values)._sqlite_statements({})
     through_rows = BulkWrite().add_audit(rows)._sqlite_statements({})
     assert direct == through_rows

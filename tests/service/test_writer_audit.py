@@ -1,9 +1,8 @@
-"""A call's `call.started` and `call.finished` written in one transaction share a row."""
+"""A run's audit events written in one transaction share a row, read back as they were written."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -17,7 +16,7 @@ from app.service.receipt_rows import audit_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.models import AuditEvent as AuditRow
-from app.store.repositories.audit import AuditRepository, StoredAuditEvent
+from app.store.repositories.audit import EVENTS_PER_ROW, AuditRepository, StoredAuditEvent
 from tests.writer_support import RUN_ID
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -120,34 +119,40 @@ def labels(events: Sequence[StoredAuditEvent]) -> list[str]:
     ]
 
 
-async def test_a_short_call_is_one_row_read_back_as_exactly_its_two_events(
+async def test_a_run_s_events_of_one_transaction_are_one_row_read_back_as_exactly_them(
     engine: AsyncEngine,
 ) -> None:
     # Another zone than UTC, and whole seconds (no microseconds in the ISO text).
-    events = [
+    events: list[AuditEvent | dict[str, Any]] = [
+        run_event("plan.accepted"),
         started(1, at=datetime(2026, 11, 30, 14, 0, 0, tzinfo=timezone(timedelta(hours=2)))),
         finished(1, at=datetime(2026, 11, 30, 14, 0, 1, tzinfo=timezone(timedelta(hours=2)))),
         started(2),
+        retried(2),
         finished(2),
+        started(3),
+        finished(3),
     ]
     await write(engine, events)
-    # The same events as two rows each, as they were stored before (another run).
+    # The same events one to a row, as an earlier version stored them (another run).
     async with create_session_factory(engine).begin() as session:
         await AuditRepository(session).add_many(
-            [{**audit_row(event), "run_id": "reference"} for event in events]
+            [
+                {**(event if isinstance(event, dict) else audit_row(event)), "run_id": "reference"}
+                for event in events
+            ]
         )
 
-    assert await stored_rows(engine) == 2 + 4
-    merged, reference = await read(engine), await read(engine, "reference")
-    assert views(merged) == [{**view, "run_id": RUN_ID} for view in views(reference)]
-    assert [event.at for event in merged] == [event.at for event in events]
-    first_row = merged[0].id // 2
-    assert [event.id for event in merged] == [
-        first_row * 2,
-        first_row * 2 + 1,
-        first_row * 2 + 2,
-        first_row * 2 + 3,
+    assert await stored_rows(engine) == 1 + len(events)
+    shared, reference = await read(engine), await read(engine, "reference")
+    assert views(shared) == [{**view, "run_id": RUN_ID} for view in views(reference)]
+    row_id = shared[0].id // EVENTS_PER_ROW
+    assert [event.id for event in shared] == [
+        row_id * EVENTS_PER_ROW + place for place in range(len(events))
     ]
+    assert [event.id // EVENTS_PER_ROW for event in reference] == list(
+        range(row_id + 1, row_id + 1 + len(events))
+    )
 
 
 async def test_a_long_call_whose_start_committed_first_keeps_its_two_rows(
@@ -161,7 +166,7 @@ async def test_a_long_call_whose_start_committed_first_keeps_its_two_rows(
     assert views(events) == [
         {**audit_row(event), "at": event.at.isoformat()} for event in (started(1), finished(1))
     ]
-    assert events[1].id - events[0].id == 2  # two rows: the second half of neither
+    assert events[1].id - events[0].id == EVENTS_PER_ROW  # two rows
 
 
 async def test_a_call_that_finishes_the_turn_after_it_started_is_one_row(
@@ -183,96 +188,90 @@ async def test_a_call_that_finishes_the_turn_after_it_started_is_one_row(
     assert labels(await read(engine)) == ["started r1", "finished r1"]
 
 
-async def test_parallel_calls_read_each_start_just_before_its_finish(engine: AsyncEngine) -> None:
-    await write(
-        engine,
-        [started(1), started(2), started(3), finished(2), finished(1), finished(3)],
-    )
-
-    assert await stored_rows(engine) == 3
-    events = await read(engine)
-    assert labels(events) == [
-        "started r2",
-        "finished r2",
-        "started r1",
-        "finished r1",
-        "started r3",
-        "finished r3",
-    ]
-    ids = [event.id for event in events]
-    assert ids == sorted(set(ids))
-
-
-async def test_a_call_with_another_event_of_its_run_in_between_keeps_its_two_rows(
+async def test_parallel_calls_and_other_runs_are_read_in_the_order_written(
     engine: AsyncEngine,
 ) -> None:
     await write(
         engine,
         [
             started(1),
-            retried(1),
-            finished(1),
             started(2),
+            started(1, run_id="another-run"),
             started(3),
-            run_event("router.model_turn"),
             finished(2),
+            run_event("plan.accepted", run_id="a-third-run"),
+            finished(1),
+            finished(1, run_id="another-run"),
             finished(3),
-            started(4),
-            run_event("plan.accepted", run_id="another-run"),
-            started(5, run_id="another-run"),
-            finished(4),
-            started(6),
-            retried(8),
-            finished(6),
         ],
     )
 
-    # r1, r2, r3: two rows each, r1's retry and the run event; r4 and r6 share
-    # one each (another call's retry is not r6's); the other run's rows are its own.
-    assert await stored_rows(engine) == 6 + 1 + 1 + 1 + 2 + 1 + 1
-    assert labels(await read(engine)) == [
+    # One row for each run.
+    assert await stored_rows(engine) == 3
+    events = await read(engine)
+    assert labels(events) == [
         "started r1",
-        "retried r1",
-        "finished r1",
         "started r2",
         "started r3",
-        "router.model_turn None",
         "finished r2",
+        "finished r1",
         "finished r3",
-        "started r4",
-        "finished r4",
-        "retried r8",
-        "started r6",
-        "finished r6",
     ]
+    assert labels(await read(engine, "another-run")) == ["started r1", "finished r1"]
+    ids = [event.id for event in events]
+    assert ids == sorted(set(ids))
 
 
-async def test_events_of_a_call_that_differ_in_its_identity_are_not_paired(
+async def test_events_of_another_caller_in_a_run_are_rows_of_their_own(
     engine: AsyncEngine,
 ) -> None:
     odd = finished(1)._replace(caller="someone-else")
-    await write(engine, [started(1), odd])
+    await write(engine, [started(1), odd, started(2), finished(2)])
+
+    assert await stored_rows(engine) == 3
+    events = await read(engine)
+    assert [event.caller for event in events] == [
+        "caller-a",
+        "someone-else",
+        "caller-a",
+        "caller-a",
+    ]
+    assert labels(events) == ["started r1", "finished r1", "started r2", "finished r2"]
+
+
+async def test_a_run_s_events_beyond_a_full_row_go_on_in_the_next(engine: AsyncEngine) -> None:
+    events = [event for n in range(EVENTS_PER_ROW // 2 + 1) for event in (started(n), finished(n))]
+    await write(engine, events)
 
     assert await stored_rows(engine) == 2
-    assert [event.caller for event in await read(engine)] == ["caller-a", "someone-else"]
+    stored = await read(engine)
+    assert labels(stored) == [
+        f"{event.kind.value.removeprefix('call.')} {event.detail['receipt_id']}" for event in events
+    ]
+    assert [event.id % EVENTS_PER_ROW for event in stored[EVENTS_PER_ROW - 1 :]] == [
+        EVENTS_PER_ROW - 1,
+        0,
+        1,
+    ]
 
 
-async def test_every_page_size_reads_every_event_once_across_merged_halves(
+async def test_every_page_size_reads_every_event_once_across_shared_rows(
     engine: AsyncEngine,
 ) -> None:
     await write(
         engine,
         [run_event("plan.accepted"), started(1), started(2), started(3), finished(2)],
         [finished(1), started(4), retried(4), finished(4), started(5), finished(5)],
-        [finished(3), run_event("plan.finished"), started(6), started(7)],
+        [finished(3)],
+        [run_event("plan.finished"), started(6), started(7)],
         [finished(7), finished(6)],
     )
     everything = await read(engine)
     assert labels(everything) == [
         "plan.accepted None",
         "started r1",
-        "started r3",
         "started r2",
+        "started r3",
         "finished r2",
         "finished r1",
         "started r4",
@@ -289,8 +288,7 @@ async def test_every_page_size_reads_every_event_once_across_merged_halves(
     ]
     ids = [event.id for event in everything]
     assert ids == sorted(set(ids))
-    # Pages that end between the halves of a row, and cursors that name either half.
-    assert any(b == a + 1 for a, b in itertools.pairwise(ids))
+    assert await stored_rows(engine) == 5
 
     async with create_session_factory(engine)() as session:
         audit = AuditRepository(session)
@@ -306,7 +304,8 @@ async def test_every_page_size_reads_every_event_once_across_merged_halves(
                 after = page[-1].id
             assert pages == everything, limit
         # A cursor between two events (an id no event has) starts after it too.
-        for after in range(-1, ids[-1] + 2):
+        positions = {-1, ids[-1] + 1} | {n + d for n in ids for d in (-1, 0, 1)}
+        for after in sorted(positions):
             assert await audit.list_for_run(RUN_ID, after_id=after) == [
                 event for event in everything if event.id > after
             ]

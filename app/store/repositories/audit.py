@@ -1,13 +1,25 @@
-"""Audit events: stored one per row, except a call's `call.started` and
-`call.finished` written in one transaction, which share a row.
+"""Audit events: stored one per row, except a run's events written in one
+transaction, which share a row (up to `EVENTS_PER_ROW` of them).
 
-Such a row (kind `CALL_PAIR_KIND`, never shown as such) holds the started
-event's time in `at`, and in `detail` both events' details and the finished
-event's time (`{"started": ..., "finished": ..., "finished_at_us": ...}`);
-its caller, tool and keys are the two events' own (they are equal). Reads
-expand it back into the two events. An event's id is its row's id times two,
-plus one for the finished half of a shared row: ids grow with the write order,
-and a page can end between the two halves of a row.
+Such a row (kind `EVENTS_ROW_KIND`, never shown as such) holds its first
+event's time in `at`, the events' caller in `caller` (they are equal), and in
+`detail` a list with one entry per event, in write order:
+
+- `[0, kind, at_us, tool, call_key, item_key, detail]`: any event;
+- `[1, at_us, tool, call_key, item_key, receipt_id, seq, parent_receipt_id]`:
+  a `call.started` whose detail is those three, in that order;
+- `[2, at_us, status, attempts, duration_ms, error]`: a `call.finished` that
+  follows its own `call.started` (the entry before it, of form 1): its tool,
+  keys and first three details are that entry's, then these four.
+
+`at_us` is exact integer microseconds since the epoch (UTC). Reads expand a
+row back into its events. An event's id is its row's id times
+`EVENTS_PER_ROW`, plus its place in the row: ids grow with the write order
+within a run, and a page can end inside a row.
+
+Rows an earlier version wrote stay readable: one event per row, or a call's
+`call.started` and `call.finished` in one row of kind `CALL_PAIR_KIND` (its
+`detail` is `{"started": ..., "finished": ..., "finished_at_us": ...}`).
 """
 
 from __future__ import annotations
@@ -23,13 +35,17 @@ from app.store.models import AuditEvent
 from app.store.repositories.base import Repository
 from app.store.repositories.bulk import insert_rows
 
+EVENTS_ROW_KIND = "events"
+EVENTS_PER_ROW = 1024
+# The entries of an `EVENTS_ROW_KIND` row (module docstring).
+ANY_EVENT, CALL_STARTED_ENTRY, CALL_FINISHED_ENTRY = 0, 1, 2
+STARTED_DETAIL = ("receipt_id", "seq", "parent_receipt_id")
+FINISHED_DETAIL = (*STARTED_DETAIL, "status", "attempts", "duration_ms", "error")
 CALL_PAIR_KIND = "call.started+finished"
 CALL_STARTED = "call.started"
 CALL_FINISHED = "call.finished"
-# The finished event's time: exact integer microseconds since the epoch (UTC), which
-# cost half of what an ISO text does to write and to read.
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +63,10 @@ class StoredAuditEvent:
     detail: dict[str, Any]
 
 
-def call_pair_detail(
-    started: dict[str, Any], finished: dict[str, Any], finished_at: datetime
-) -> dict[str, Any]:
-    """The `detail` of a call's shared row, from its two events' details and the
-    finished event's time (aware); the row's other columns are the started event's."""
-    return {
-        "started": started,
-        "finished": finished,
-        "finished_at_us": (finished_at - _EPOCH) // _MICROSECOND,
-    }
+def event_id_of_two_per_row(earlier_id: int) -> int:
+    """The id an event has now, from the id an earlier version gave it (its row's id
+    times two, plus one for the second event of a row)."""
+    return earlier_id // 2 * EVENTS_PER_ROW + earlier_id % 2
 
 
 def expand(
@@ -68,20 +78,21 @@ def expand(
     tool: str | None,
     call_key: str | None,
     item_key: str | None,
-    detail: dict[str, Any],
-) -> tuple[StoredAuditEvent, ...]:
+    detail: Any,
+) -> list[StoredAuditEvent]:
     """The events one stored row holds, in write order."""
+    base = id_ * EVENTS_PER_ROW
+    if kind == EVENTS_ROW_KIND:
+        return _shared_row_events(base, run_id, caller, detail)
     if kind != CALL_PAIR_KIND:
-        return (
-            StoredAuditEvent(id_ * 2, run_id, at, kind, caller, tool, call_key, item_key, detail),
-        )
-    finished_at = _EPOCH + timedelta(microseconds=detail["finished_at_us"])
-    return (
+        return [StoredAuditEvent(base, run_id, at, kind, caller, tool, call_key, item_key, detail)]
+    finished_at = EPOCH + detail["finished_at_us"] * MICROSECOND
+    return [
         StoredAuditEvent(
-            id_ * 2, run_id, at, CALL_STARTED, caller, tool, call_key, item_key, detail["started"]
+            base, run_id, at, CALL_STARTED, caller, tool, call_key, item_key, detail["started"]
         ),
         StoredAuditEvent(
-            id_ * 2 + 1,
+            base + 1,
             run_id,
             finished_at,
             CALL_FINISHED,
@@ -91,7 +102,32 @@ def expand(
             item_key,
             detail["finished"],
         ),
-    )
+    ]
+
+
+def _shared_row_events(
+    base: int, run_id: str | None, caller: str | None, entries: Sequence[Sequence[Any]]
+) -> list[StoredAuditEvent]:
+    events: list[StoredAuditEvent] = []
+    for place, entry in enumerate(entries):
+        form = entry[0]
+        if form == CALL_STARTED_ENTRY:
+            _, at_us, tool, call_key, item_key, *started = entry
+            kind, detail = CALL_STARTED, dict(zip(STARTED_DETAIL, started, strict=True))
+        elif form == CALL_FINISHED_ENTRY:
+            _, at_us, *ending = entry
+            _, _, tool, call_key, item_key, *started = entries[place - 1]
+            kind = CALL_FINISHED
+            detail = dict(zip(FINISHED_DETAIL, (*started, *ending), strict=True))
+        else:
+            _, kind, at_us, tool, call_key, item_key, detail = entry
+        at = EPOCH + at_us * MICROSECOND
+        events.append(
+            StoredAuditEvent(
+                base + place, run_id, at, kind, caller, tool, call_key, item_key, detail
+            )
+        )
+    return events
 
 
 class AuditRepository(Repository):
@@ -122,8 +158,8 @@ class AuditRepository(Repository):
             AuditEvent.detail,
         ).where(AuditEvent.run_id == run_id)
         if after_id is not None:
-            # From the row holding event `after_id` when that is the first half of a pair.
-            statement = statement.where(AuditEvent.id > (after_id - 1) // 2)
+            # From the row holding event `after_id`.
+            statement = statement.where(AuditEvent.id >= after_id // EVENTS_PER_ROW)
         # The first row may hold no event after `after_id`: one row more than events.
         statement = statement.order_by(AuditEvent.id).limit(None if limit is None else limit + 1)
         events: list[StoredAuditEvent] = []
