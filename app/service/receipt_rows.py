@@ -218,7 +218,8 @@ def _grouped(
     """The transaction's events in the order their rows are written, each run's
     events that share a row as one group (`audit_event_rows`)."""
     out: list[AuditEvent | dict[str, Any] | _Group] = []
-    open_groups: dict[str | None, _Group] = {}
+    # run id -> (the caller of its open row, the row's events)
+    open_groups: dict[str | None, tuple[str | None, _Group]] = {}
     for event in events:
         at: Any
         if isinstance(event, dict):
@@ -235,10 +236,13 @@ def _grouped(
             open_groups.pop(run_id, None)
             out.append(event)
             continue
-        group = open_groups.get(run_id)
-        if group is None or len(group) == EVENTS_PER_ROW or _head(group[0])[2] != caller:
-            open_groups[run_id] = group = []
+        opened = open_groups.get(run_id)
+        if opened is None or opened[0] != caller or len(opened[1]) == EVENTS_PER_ROW:
+            group: _Group = []
+            open_groups[run_id] = (caller, group)
             out.append(group)
+        else:
+            group = opened[1]
         group.append(event)
     return out
 
