@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -16,7 +17,13 @@ from app.service.receipt_rows import audit_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.models import AuditEvent as AuditRow
-from app.store.repositories.audit import EVENTS_PER_ROW, AuditRepository, StoredAuditEvent
+from app.store.repositories import audit as audit_repository
+from app.store.repositories.audit import (
+    EVENTS_PER_ROW,
+    AuditRepository,
+    StoredAuditEvent,
+    expand,
+)
 from tests.writer_support import RUN_ID
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -309,3 +316,28 @@ async def test_every_page_size_reads_every_event_once_across_shared_rows(
             assert await audit.list_for_run(RUN_ID, after_id=after) == [
                 event for event in everything if event.id > after
             ]
+
+
+async def test_a_page_reads_no_row_past_the_events_it_shows(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_row = [started(n) for n in range(EVENTS_PER_ROW)]
+    await write(engine, full_row, full_row, full_row)
+    expanded: list[int] = []
+
+    def counting_expand(id_: int, *columns: Any) -> list[StoredAuditEvent]:
+        expanded.append(id_)
+        return expand(id_, *columns)
+
+    monkeypatch.setattr(audit_repository, "expand", counting_expand)
+    async with create_session_factory(engine)() as session:
+        audit = AuditRepository(session)
+        page = await audit.list_for_run(RUN_ID, limit=1)
+        assert (len(page), len(expanded)) == (1, 1)
+        # From the middle of the first row, across into the second.
+        expanded.clear()
+        page = await audit.list_for_run(RUN_ID, after_id=page[0].id, limit=EVENTS_PER_ROW)
+        assert (len(page), len(expanded)) == (EVENTS_PER_ROW, 2)
+        expanded.clear()
+        assert len(await audit.list_for_run(RUN_ID)) == 3 * EVENTS_PER_ROW
+        assert len(expanded) == 3

@@ -36,7 +36,9 @@ from app.store.repositories.base import Repository
 from app.store.repositories.bulk import insert_rows
 
 EVENTS_ROW_KIND = "events"
-EVENTS_PER_ROW = 1024
+# Enough for a plan's call events to share rows by the dozen, and a page of a
+# long run never reads more than one row's worth past what it shows.
+EVENTS_PER_ROW = 64
 # The entries of an `EVENTS_ROW_KIND` row (module docstring).
 ANY_EVENT, CALL_STARTED_ENTRY, CALL_FINISHED_ENTRY = 0, 1, 2
 STARTED_DETAIL = ("receipt_id", "seq", "parent_receipt_id")
@@ -163,8 +165,16 @@ class AuditRepository(Repository):
         # The first row may hold no event after `after_id`: one row more than events.
         statement = statement.order_by(AuditEvent.id).limit(None if limit is None else limit + 1)
         events: list[StoredAuditEvent] = []
-        for row in (await self.session.execute(statement)).all():
-            events.extend(expand(*row))
-        if after_id is not None:
-            events = [event for event in events if event.id > after_id]
+        # Streamed, and left once the page is full: rows hold up to EVENTS_PER_ROW
+        # events, and the rows past those a page shows are never read.
+        rows = await self.session.stream(statement)
+        try:
+            async for row in rows:
+                events.extend(
+                    event for event in expand(*row) if after_id is None or event.id > after_id
+                )
+                if limit is not None and len(events) >= limit:
+                    break
+        finally:
+            await rows.close()
         return events if limit is None else events[:limit]
