@@ -97,6 +97,11 @@ def test_a_run_s_events_share_one_row_that_expands_back_into_exactly_them() -> N
 def test_a_call_s_two_events_side_by_side_take_the_short_forms() -> None:
     extra = started(5)._replace(detail={**started(5).detail, "note": "x"})
     numbered = started(6)._replace(detail={**started(6).detail, "seq": True})
+    # Equal to its start's seq (1 == True), but it would read back as an int.
+    numbered_end = finished(1)._replace(detail={**finished(1).detail, "seq": True})
+    # The same call key as the start before it, but another receipt, or another parent.
+    other_receipt = finished(8)._replace(detail={**finished(8).detail, "receipt_id": "r8b"})
+    other_parent = _with_parent(finished(9), "r1")
     events = [
         started(1),
         finished(1),  # short: right after its own start
@@ -109,12 +114,18 @@ def test_a_call_s_two_events_side_by_side_take_the_short_forms() -> None:
         finished(5),
         numbered,  # a seq that would read back as another type
         finished(6),
+        started(1),
+        numbered_end,
+        started(8),
+        other_receipt,
+        started(9),
+        other_parent,
     ]
 
     (row,) = audit_event_rows(events)
 
     forms = [entry[0] for entry in row["detail"]]
-    assert forms == [1, 2, 1, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert forms == [1, 2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0]
     assert _read_back(1, row) == [_as_read(event) for event in events]
 
 
