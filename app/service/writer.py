@@ -188,6 +188,7 @@ class _Group:
         "completions",
         "durable",
         "encoded",
+        "ends_after",
         "receipts",
         "releases",
         "rows",
@@ -204,6 +205,8 @@ class _Group:
         self.encoded: list[tuple[Any, ...]] = []
         self.cache_rows: list[dict[str, Any]] = []
         self.run_ends: list[dict[str, Any]] = []
+        # Ends (of `run_ends`) written only if these earlier transactions committed.
+        self.ends_after: list[tuple[dict[str, Any], list[asyncio.Future[None]]]] = []
         self.completions: list[dict[str, Any]] = []
         self.releases: list[dict[str, Any]] = []
 
@@ -418,26 +421,34 @@ class GroupCommitWriter:
         values: dict[str, Any],
         answer: dict[str, Any] | None = None,
     ) -> asyncio.Future[None] | None:
-        """Queue a run's end (`end_run`) in the transaction its receipts wait on: the
-        one still open, when every future of `pending` not yet done is its future
-        (the end commits with them, or fails with them). None when that cannot be
-        promised (a receipt waits on an earlier transaction, or failed; the writer
-        is closing): queue the end once they are durable instead. `answer`: the
-        run's idempotency key's final response (`complete_key`), in the same
-        transaction as the end (not queued when None is returned)."""
+        """Queue a run's end (`end_run`) in the transaction of its last receipts: the
+        one still open, when every future of `pending` not yet done is its future or
+        an earlier transaction's. The end commits with those receipts, or fails
+        with them; it is written only if the earlier transactions committed (they
+        are written first), and left out otherwise: the run then fails on its
+        receipts and is ended as interrupted. None when that cannot be promised (a
+        receipt failed; the writer is closing; with `answer`, a receipt waits on an
+        earlier transaction): queue the end once they are durable instead.
+        `answer`: the run's idempotency key's final response (`complete_key`), in
+        the same transaction as the end (not queued when None is returned)."""
         if self._closing:
             return None
         group = self._open
+        earlier: list[asyncio.Future[None]] = []
         for future in pending:
             if future.done():
                 if future.cancelled() or future.exception() is not None:
                     return None
             elif group is None or future is not group.durable:
-                return None
-        if group is None:  # every receipt already committed
+                if answer is not None:
+                    return None
+                earlier.append(future)
+        if group is None:  # every receipt already committed, or in an earlier transaction
             group = self._join()
             assert group is not None  # not closing
         group.run_ends.append(values)
+        if earlier:
+            group.ends_after.append((values, earlier))
         if answer is not None:
             group.completions.append(answer)
         self._wake.set()
@@ -698,6 +709,8 @@ class GroupCommitWriter:
         releases = [] if group is None else group.releases
         for end in run_ends:
             self._open_runs.discard(end["run_id"])
+        if group is not None and group.ends_after:
+            run_ends = _ends_after_committed(run_ends, group.ends_after)
         most = self._max_batch * AUDIT_ROWS_PER_RECEIPT
         events, self._audit = self._audit[:most], self._audit[most:]
         self._backlog -= len(rows) + len(engine_receipts) + len(events)
@@ -865,6 +878,26 @@ class GroupCommitWriter:
         if run_starts:
             return await runs.get(run_starts[0]["id"]) is not None
         return False
+
+
+def _ends_after_committed(
+    run_ends: list[dict[str, Any]],
+    ends_after: Sequence[tuple[dict[str, Any], Sequence[asyncio.Future[None]]]],
+) -> list[dict[str, Any]]:
+    """The ends less those waiting on an earlier transaction that did not commit. The
+    earlier transactions were written before this one, so each has its answer."""
+    left_out = {
+        id(end)
+        for end, earlier in ends_after
+        if not all(
+            future.done() and not future.cancelled() and future.exception() is None
+            for future in earlier
+        )
+    }
+    if not left_out:
+        return run_ends
+    logger.warning("left out %d run ends whose earlier receipts did not commit", len(left_out))
+    return [end for end in run_ends if id(end) not in left_out]
 
 
 def _inserted_ended(

@@ -232,22 +232,60 @@ async def test_a_run_end_joins_the_open_transaction_its_receipts_wait_on(
     assert (finished.status, finished.call_count) == ("succeeded", 1)
 
 
-async def test_a_run_end_is_not_promised_a_transaction_other_than_its_receipts(
+async def test_a_run_end_joins_its_last_receipts_behind_an_earlier_transaction(
     engine: AsyncEngine,
 ) -> None:
+    commits = CommitCounter(engine)
     async with running_writer(engine, max_batch=1) as writer:
         first = writer.submit(succeeded_receipt(0, {"n": 0}))
         second = writer.submit(succeeded_receipt(1, {"n": 1}))  # the first group is full
         assert first is not second
-        # The first receipt waits on a transaction that is no longer open.
-        assert writer.end_run_with([first, second], _end()) is None
+        # With a key's answer, the end still waits until every receipt committed.
+        assert writer.end_run_with([first, second], _end(), {"caller": "c", "key": "k"}) is None
+        # The first receipt's transaction comes first: the end commits with the second.
+        end = writer.end_run_with([first, second], _end())
+        assert end is second
+        await asyncio.gather(first, second)
+    assert commits.count == 2  # no transaction of the end's own
+    async with create_session_factory(engine)() as session:
+        finished = await RunRepository(session).get("run-1")
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert finished is not None
+    assert (finished.status, finished.call_count) == ("succeeded", 1)
+    assert [receipt.seq for receipt in stored] == [0, 1]
+
+
+async def test_a_run_end_behind_a_transaction_that_failed_is_left_out(
+    engine: AsyncEngine,
+) -> None:
+    async with running_writer(engine, max_batch=1) as writer:
+        await writer.submit(succeeded_receipt(0, {"n": 0}))
+        duplicate = writer.submit(succeeded_receipt(0, {"n": 0}))  # refused by the database
+        last = writer.submit(succeeded_receipt(1, {"n": 1}))
+        end = writer.end_run_with([duplicate, last], _end())
+        assert end is last
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            await duplicate
+        await end  # its receipt committed, without the end
+    async with create_session_factory(engine)() as session:
+        unfinished = await RunRepository(session).get("run-1")
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert unfinished is not None
+    assert (unfinished.status, unfinished.finished_at) == ("running", None)
+    assert [receipt.seq for receipt in stored] == [0, 1]
+
+
+async def test_a_run_end_is_not_promised_when_a_receipt_failed(engine: AsyncEngine) -> None:
+    async with running_writer(engine) as writer:
         failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         failed.set_exception(OSError("disk full"))
         assert writer.end_run_with([failed], _end()) is None
-        await asyncio.gather(first, second)
+        receipt = writer.submit(succeeded_receipt(0, {"n": 0}))
+        await receipt
         # Every receipt committed: the end takes a transaction of its own.
-        end = writer.end_run_with([first, second], _end("failed"))
+        end = writer.end_run_with([receipt], _end("failed"))
         assert end is not None
+        assert end is not receipt
         await end
     async with create_session_factory(engine)() as session:
         finished = await RunRepository(session).get("run-1")
