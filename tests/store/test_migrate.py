@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -7,13 +8,14 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import insert, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.database import DatabaseUnavailable, create_database_engine
 from app.store.migrate import alembic_config, database_revision, head_revision, upgrade_database
-from app.store.models import Base
+from app.store.models import Base, ContractSnapshot
+from app.store.types import utc_now
 
 TABLES = {
     "alembic_version",
@@ -90,3 +92,77 @@ async def test_upgrade_of_an_unreachable_database_fails_with_one_line(tmp_path: 
     url = f"sqlite+aiosqlite:///{tmp_path / 'missing' / 'toolloop.db'}"
     with pytest.raises(DatabaseUnavailable, match=r"^database unavailable at .*missing"):
         await upgrade_database(url)
+
+
+def json_columns_compression(connection: Connection) -> dict[str, str]:
+    """Each `json` column's compression method ('' for the server's default)."""
+    rows = connection.execute(
+        text(
+            "SELECT c.relname || '.' || a.attname, a.attcompression FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r' "
+            "AND a.atttypid = 'json'::regtype AND a.attnum > 0 AND NOT a.attisdropped"
+        )
+    )
+    return {str(name): str(method) for name, method in rows.all()}
+
+
+def downgrade_to(revision: str) -> Callable[[Connection], None]:
+    def downgrade(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+    return downgrade
+
+
+async def test_json_columns_compress_with_lz4_on_postgresql(postgres_url: str) -> None:
+    await upgrade_database(postgres_url)
+    engine = create_database_engine(postgres_url)
+    try:
+        async with engine.connect() as connection:
+            methods = await connection.scalar(
+                text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'")
+            )
+            if methods is None or "lz4" not in methods:
+                pytest.skip(
+                    "this PostgreSQL server has no lz4 (version 14 and later, built with it)"
+                )
+            compressed = await connection.run_sync(json_columns_compression)
+            assert len(compressed) == 10
+            assert set(compressed.values()) == {"l"}
+            # A document over the out-of-line threshold is stored with lz4, and reads back.
+            canonical = {"tools": [{"name": f"tool-{n}", "schema": "x" * 40} for n in range(500)]}
+            await connection.execute(
+                insert(ContractSnapshot).values(
+                    hash="sha256:big", canonical=canonical, tool_count=500, created_at=utc_now()
+                )
+            )
+            stored = await connection.execute(
+                text(
+                    "SELECT canonical, pg_column_compression(canonical) FROM contract_snapshots "
+                    "WHERE hash = 'sha256:big'"
+                )
+            )
+            assert stored.one() == (canonical, "lz4")
+            await connection.commit()
+
+            await connection.run_sync(downgrade_to("9d4e1f7a3c2b"))
+            await connection.commit()
+            assert set((await connection.run_sync(json_columns_compression)).values()) == {""}
+            (document,) = (
+                await connection.execute(
+                    text("SELECT canonical FROM contract_snapshots WHERE hash = 'sha256:big'")
+                )
+            ).one()
+            assert document == canonical
+    finally:
+        await engine.dispose()
+    await upgrade_database(postgres_url)
+    engine = create_database_engine(postgres_url)
+    try:
+        async with engine.connect() as connection:
+            assert set((await connection.run_sync(json_columns_compression)).values()) == {"l"}
+    finally:
+        await engine.dispose()

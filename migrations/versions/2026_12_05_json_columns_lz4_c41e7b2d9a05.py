@@ -1,0 +1,67 @@
+"""JSON documents compressed with lz4 on PostgreSQL, where the server has it.
+
+PostgreSQL compresses a value it stores out of line (one over about 2 KB) with
+pglz unless the column names another method. The large values here are JSON
+documents: a long plan's shared audit rows (up to 64 events, about 4.5 KB
+each), tool outputs, router checkpoints. lz4 compresses and decompresses them
+several times faster; on a 1,000-call plan the audit rows' insert took 2.8 ->
+1.9 ms (docs/benchmarks.md, section 2, twenty-second round).
+
+Only values stored from then on are compressed so; those stored before stay
+readable as they are. Nothing changes on SQLite, nor on a PostgreSQL server
+older than 14 or built without lz4.
+
+Revision ID: c41e7b2d9a05
+Revises: 9d4e1f7a3c2b
+Create Date: 2026-12-05 03:30:00.000000+00:00
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+revision: str = "c41e7b2d9a05"
+down_revision: str | Sequence[str] | None = "9d4e1f7a3c2b"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Every JSON column, as (table, column).
+JSON_COLUMNS = (
+    ("audit_events", "detail"),
+    ("cache_entries", "output"),
+    ("contract_snapshots", "canonical"),
+    ("idempotency_keys", "response_body"),
+    ("receipts", "control"),
+    ("receipts", "error"),
+    ("receipts", "output"),
+    ("router_checkpoints", "document"),
+    ("router_confirmations", "args"),
+    ("runs", "outcome"),
+)
+
+
+def _has_lz4(connection: Connection) -> bool:
+    if connection.dialect.name != "postgresql":
+        return False
+    methods = connection.execute(
+        text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'")
+    ).scalar()
+    return methods is not None and "lz4" in methods
+
+
+def _compress_with(method: str) -> None:
+    connection = op.get_bind()
+    if not _has_lz4(connection):
+        return
+    for table, column in JSON_COLUMNS:
+        op.execute(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" SET COMPRESSION {method}')
+
+
+def upgrade() -> None:
+    _compress_with("lz4")
+
+
+def downgrade() -> None:
+    _compress_with("default")
