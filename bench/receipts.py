@@ -8,8 +8,9 @@ for scale. The commits are counted, and the writer must never commit once per
 receipt.
 (b) Per-call cost of a plan whose receipts are durable before it answers: the
 production engine wiring (metered sinks, group-commit writer, database cache,
-backpressure) from `open_runtime`, the run row started and ended through the
-writer as a plan's are (`app/service/run_records.py`), against Pydantic AI in
+backpressure) from `open_runtime`, the plan run as `PlanService` runs one
+(`app/service/plan_runs.py`: its start queued, its end queued with its last
+receipts and waited for with them), against Pydantic AI in
 the same rounds; beside them, on the same database, the database's share of a
 durable call alone (its rows, ready-made, inserted through the driver's bulk
 path), which bounds from below what any writer can reach there. On SQLite the
@@ -35,8 +36,9 @@ from app.engine.ids import new_receipt_id
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
+from app.service.plan_runs import SequentialRun
 from app.service.receipt_rows import audit_event_rows, receipt_row
-from app.service.run_records import record_run_end, record_run_start
+from app.service.run_records import record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
@@ -215,15 +217,21 @@ async def _durable_per_call(
             committed_first=False,
         )
         identity = RunIdentity(run_id, harness.OWNER, "bench", {}, built.hash)
-        outcome = await runtime.engine.run_sequential(identity, plan, admitted, started=start)
-        assert outcome.status == "succeeded"
-        await record_run_end(
+        # As `PlanService` runs it: the end queued in the transaction of the last
+        # receipts when the writer can promise that, and waited for with them.
+        run = SequentialRun(
+            runtime.engine,
             runtime.sessions,
-            run_id,
-            status="succeeded",
-            call_count=PLAN_CALLS,
+            identity,
+            plan,
+            admitted,
+            max_stored_output_bytes=settings.max_stored_output_bytes,
             writer=runtime.writer,
+            started=start,
         )
+        await run.execute()
+        result = await run.finish()
+        assert result.status == "succeeded"
         return (wall_clock() - started) / PLAN_CALLS * 1e6
 
     measure.runtime = runtime  # type: ignore[attr-defined]
