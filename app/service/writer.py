@@ -124,6 +124,12 @@ logger = logging.getLogger("toolloop.writer")
 # a transaction takes up to this many audit rows per receipt it may hold, so a
 # full batch of receipts commits with its calls' events in one transaction.
 AUDIT_ROWS_PER_RECEIPT = 3
+# A batch whose receipts are all one run's goes to PostgreSQL by COPY from this many
+# receipts, not `bulk.COPY_MIN_ROWS`: COPY's extra round trips delay only that run,
+# whose long plan waits on the server's work per row, which COPY makes lighter
+# (docs/benchmarks.md, section 2, twenty-second round). Batches of many runs keep
+# the JSON batch in one round trip: each round trip delays every run in them.
+ONE_RUN_COPY_MIN_ROWS = 64
 # Runs whose start failed, remembered so that their later rows are left out. A
 # run stops starting calls once it sees its start failed (`RunState`), so its
 # rows stop coming within a call's length; the oldest are forgotten past this.
@@ -795,7 +801,7 @@ class GroupCommitWriter:
             # before the ends, so that the two COPYs need no round trip between).
             batch = (
                 first.add_runs(inserted_runs)
-                .add_receipts(inserts)
+                .add_receipts(inserts, copy_min_rows=_copy_min_rows(inserts))
                 .add_encoded_receipts(encoded)
                 .add_audit(audit)
                 .add_encoded_audit(audit_values)
@@ -878,6 +884,14 @@ class GroupCommitWriter:
         if run_starts:
             return await runs.get(run_starts[0]["id"]) is not None
         return False
+
+
+def _copy_min_rows(receipts: Sequence[Mapping[str, Any]]) -> int | None:
+    """`ONE_RUN_COPY_MIN_ROWS` when that many receipts or more are all one run's."""
+    if len(receipts) < ONE_RUN_COPY_MIN_ROWS:
+        return None
+    run_id = receipts[0]["run_id"]
+    return ONE_RUN_COPY_MIN_ROWS if all(row["run_id"] == run_id for row in receipts) else None
 
 
 def _ends_after_committed(

@@ -14,6 +14,7 @@ from app.engine.redaction import Redactor
 from app.service import writer as writer_module
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
+from app.store.repositories import bulk as bulk_module
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
@@ -479,3 +480,44 @@ async def test_runs_whose_start_failed_are_remembered_up_to_a_bound(
             with pytest.raises(DBAPIError):
                 await writer.start_run({**_run_row(run_id), "contract_hash": "none"})
     assert list(writer._unstarted) == ["u2", "u3"]
+
+
+@pytest.mark.postgres
+async def test_a_batch_of_one_run_s_receipts_goes_to_postgresql_by_copy_from_fewer_rows(
+    postgres_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = postgres_engine
+    copied: list[tuple[str, int]] = []
+    real_copy = bulk_module._copy
+
+    async def recorded(driver: Any, layout: Any, encoded: Any) -> None:
+        copied.append((layout.copy_sql.split()[1], len(encoded)))
+        await real_copy(driver, layout, encoded)
+
+    monkeypatch.setattr(bulk_module, "_copy", recorded)
+    async with create_session_factory(engine).begin() as session:
+        await RunRepository(session).create(
+            id="run-2", kind="sequential", owner="o", contract_hash=HASH, instance_id="i"
+        )
+    least = writer_module.ONE_RUN_COPY_MIN_ROWS
+    assert least < bulk_module.COPY_MIN_ROWS
+    async with running_writer(engine) as writer:
+        # Each list is queued at once: one transaction each.
+        fewer = [writer.submit(succeeded_receipt(seq, {})) for seq in range(least - 1)]
+        await asyncio.gather(*fewer)
+        assert copied == []
+        one_run = [writer.submit(succeeded_receipt(seq, {})) for seq in range(least, 2 * least)]
+        await asyncio.gather(*one_run)
+        assert copied == [('"receipts"', least)]
+        two_runs = [
+            writer.submit(
+                succeeded_receipt(seq, {})._replace(receipt_id=f"r{seq}-{run_id}", run_id=run_id)
+            )
+            for seq in range(2 * least, 3 * least)
+            for run_id in ("run-1", "run-2")
+        ]
+        await asyncio.gather(*two_runs)
+    assert copied == [('"receipts"', least)]
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run("run-1")
+    assert len(stored) == least - 1 + least + least

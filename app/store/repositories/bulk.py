@@ -444,6 +444,13 @@ class _Claim:
 class _Insert:
     layout: _Layout
     rows: Sequence[Mapping[str, Any]]
+    copy_min_rows: int | None = None  # None: `COPY_MIN_ROWS`
+
+    @property
+    def by_copy(self) -> bool:
+        """Whether PostgreSQL takes these rows by COPY rather than as a JSON batch."""
+        least = COPY_MIN_ROWS if self.copy_min_rows is None else self.copy_min_rows
+        return len(self.rows) >= least
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,9 +486,10 @@ class BulkWrite:
     On SQLite every statement through `aiosqlite` is a round trip to its thread
     (a cursor, the statement, the cursor's close): here all of them run in one,
     in the order they were added. On PostgreSQL they go in one pipeline (one
-    network round trip); an insert of `COPY_MIN_ROWS` rows or more goes by
-    `COPY` between the pipelines of the statements before and after it, in the
-    same transaction. Driver errors are raised as `DBAPIError`.
+    network round trip); an insert of `COPY_MIN_ROWS` rows or more (or of as
+    many as its caller asks) goes by `COPY` between the pipelines of the
+    statements before and after it, in the same transaction. Driver errors are
+    raised as `DBAPIError`.
 
     With `commit=False` the session's transaction commits or rolls back as for
     any other statement. With `commit=True` the driver commits in the same
@@ -495,10 +503,17 @@ class BulkWrite:
     def __init__(self) -> None:
         self._steps: list[_Step] = []
 
-    def add(self, model: type[Base], rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
-        """Insert `rows` (as `insert_rows` does)."""
+    def add(
+        self,
+        model: type[Base],
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        copy_min_rows: int | None = None,
+    ) -> BulkWrite:
+        """Insert `rows` (as `insert_rows` does); on PostgreSQL by COPY from
+        `copy_min_rows` rows (`COPY_MIN_ROWS` when None)."""
         if rows:
-            self._steps.append(_Insert(_layout_of(model), rows))
+            self._steps.append(_Insert(_layout_of(model), rows, copy_min_rows))
         return self
 
     def add_encoded_receipts(self, values: Sequence[tuple[Any, ...]]) -> BulkWrite:
@@ -519,8 +534,10 @@ class BulkWrite:
     def add_runs(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
         return self.add(Run, rows)
 
-    def add_receipts(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
-        return self.add(Receipt, rows)
+    def add_receipts(
+        self, rows: Sequence[Mapping[str, Any]], *, copy_min_rows: int | None = None
+    ) -> BulkWrite:
+        return self.add(Receipt, rows, copy_min_rows=copy_min_rows)
 
     def add_audit(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
         """Audit events; ids are assigned in row order."""
@@ -673,9 +690,7 @@ class BulkWrite:
         sent: list[_Sent | _Copy | None] = []
         for step in self._steps:
             if isinstance(step, _Insert):
-                batch = (
-                    None if len(step.rows) >= COPY_MIN_ROWS else _batch_json(step.layout, step.rows)
-                )
+                batch = None if step.by_copy else _batch_json(step.layout, step.rows)
                 if batch is None:
                     # Encoded before anything is sent: a row that cannot be stored sends nothing.
                     sent.append(_Copy(step.layout, _encode(step.layout, step.rows, sqlite=False)))

@@ -212,6 +212,26 @@ async def test_large_inserts_go_by_copy_between_pipelines_in_one_transaction(
     assert await _count(sessions, "audit_events", "copied") == 3
 
 
+async def test_an_insert_goes_by_copy_from_the_rows_its_caller_names(
+    writer_engine: AsyncEngine, tmp_path: Path
+) -> None:
+    sessions = create_session_factory(writer_engine)
+    copied: dict[str, list[str]] = {}
+    for name, least in (("named", 3), ("default", None)):
+        receipts = [receipt_row(name, seq, id=f"{name}-{seq}") for seq in range(3)]
+        batch = BulkWrite().add_runs([run_row(name)]).add_receipts(receipts, copy_min_rows=least)
+        async with sessions() as session:
+            sent = await _traced(session, batch, tmp_path / f"{name}.trace")
+        copied[name] = [
+            fields[3].split()[1]
+            for fields in sent
+            if fields[0] == "F" and fields[2] == "Query" and "COPY" in fields[3]
+        ]
+        assert await _count(sessions, "receipts", name) == 3
+    # Three rows: by COPY when the caller asks from three, in the JSON batch by default.
+    assert copied == {"named": ['"receipts"'], "default": []}
+
+
 async def test_a_copy_in_a_transaction_already_open_costs_no_pipeline_before_it(
     writer_engine: AsyncEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
