@@ -38,12 +38,19 @@ TRICKY = [
     "it's",
     "''; DROP TABLE runs; --",
     "back\\slash \\' and \\\\",
+    "a back\\slash, no quote",
     "%s %% %(name)s $1 ?",
     'quote " and {braces}, [brackets]',
     "naïve café 漢字 🙂",
     "line\nbreak\ttab\r",
     '{"json": "text", "n": [1, 2]}',
 ]
+
+
+async def test_text_is_written_as_libpq_escapes_it(driver: psycopg.AsyncConnection[Any]) -> None:
+    literals, escaping = Literals(driver.pgconn), psycopg.pq.Escaping(driver.pgconn)
+    for value in TRICKY:
+        assert literals.literal(value) == escaping.escape_literal(value.encode()), value
 
 
 @pytest.mark.parametrize("conforming", ["on", "off"])

@@ -309,12 +309,16 @@ def _batch_json(layout: _Layout, rows: Sequence[Mapping[str, Any]]) -> str | Non
             if value is not None and value.tzinfo is None:
                 raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
     try:
-        batch = json_bytes(complete).decode()
+        batch = json_bytes(complete)
     except TypeError:  # an integer beyond 64 bits
         return None
     # json_populate_recordset unescapes every string, and PostgreSQL text cannot
     # hold NUL: a document holding one (which the `json` type stores) goes by COPY.
-    return None if "\\u0000" in batch else batch
+    # Only an escape writes one: a batch without a backslash (most) is not searched
+    # for it (memchr, against some 0.5 ns a byte for the search).
+    if b"\\" in batch and b"\\u0000" in batch:
+        return None
+    return batch.decode()
 
 
 async def _postgres(
