@@ -281,31 +281,9 @@ def _shared_row_entries(group: _Group) -> list[list[Any]]:
             continue
         kind, detail = event.kind, event.detail
         at_us = (event.at - EPOCH) // MICROSECOND
-        if kind is _STARTED:
-            if tuple(detail) == STARTED_DETAIL:
-                receipt_id, seq, parent = (
-                    detail["receipt_id"],
-                    detail["seq"],
-                    detail["parent_receipt_id"],
-                )
-                if (
-                    type(receipt_id) is str
-                    and type(seq) is int
-                    and (parent is None or type(parent) is str)
-                ):
-                    started = [
-                        CALL_STARTED_ENTRY,
-                        at_us,
-                        event.tool,
-                        event.call_key,
-                        event.item_key,
-                        receipt_id,
-                        seq,
-                        parent,
-                    ]
-                    entries.append(started)
-                    continue
-        elif kind is _FINISHED and started is not None and tuple(detail) == FINISHED_DETAIL:
+        if (kind is _STARTED and tuple(detail) == STARTED_DETAIL) or (
+            kind is _FINISHED and started is not None and tuple(detail) == FINISHED_DETAIL
+        ):
             receipt_id, seq, parent = (
                 detail["receipt_id"],
                 detail["seq"],
@@ -315,21 +293,25 @@ def _shared_row_entries(group: _Group) -> list[list[Any]]:
                 type(receipt_id) is str
                 and type(seq) is int
                 and (parent is None or type(parent) is str)
-                and started[2:]
-                == [event.tool, event.call_key, event.item_key, receipt_id, seq, parent]
             ):
-                entries.append(
-                    [
-                        CALL_FINISHED_ENTRY,
-                        at_us,
-                        detail["status"],
-                        detail["attempts"],
-                        detail["duration_ms"],
-                        detail["error"],
-                    ]
-                )
-                started = None
-                continue
+                identity = [event.tool, event.call_key, event.item_key, receipt_id, seq, parent]
+                if kind is _STARTED:
+                    started = [CALL_STARTED_ENTRY, at_us, *identity]
+                    entries.append(started)
+                    continue
+                if started is not None and started[2:] == identity:
+                    entries.append(
+                        [
+                            CALL_FINISHED_ENTRY,
+                            at_us,
+                            detail["status"],
+                            detail["attempts"],
+                            detail["duration_ms"],
+                            detail["error"],
+                        ]
+                    )
+                    started = None
+                    continue
         entries.append(
             [
                 ANY_EVENT,
