@@ -166,3 +166,21 @@ async def test_json_columns_compress_with_lz4_on_postgresql(postgres_url: str) -
             assert set((await connection.run_sync(json_columns_compression)).values()) == {"l"}
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "statements"),
+    [("postgresql+psycopg://postgres@127.0.0.1:5432/unasked", 10), ("sqlite:///unasked.db", 0)],
+)
+def test_the_lz4_revision_writes_its_statements_offline(
+    url: str, statements: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`alembic upgrade --sql` asks no server: on PostgreSQL the script sets lz4."""
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "9d4e1f7a3c2b:c41e7b2d9a05", sql=True)
+    upgrade = capsys.readouterr().out
+    command.downgrade(config, "c41e7b2d9a05:9d4e1f7a3c2b", sql=True)
+    downgrade = capsys.readouterr().out
+    assert upgrade.count("SET COMPRESSION lz4;") == statements
+    assert downgrade.count("SET COMPRESSION default;") == statements
