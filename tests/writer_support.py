@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.receipt import Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.service import writer as writer_module
+from app.service.receipt_rows import receipt_row
 from app.service.run_records import run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
+from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 
 HASH = "sha256:" + "a" * 64
@@ -110,3 +115,36 @@ def started_run(run_id: str, *, caller: str | None = None) -> dict[str, Any]:
         parallel_batch_id=None,
         request_digest=None,
     )
+
+
+async def listeners_read_rows_only_when_they_read(
+    engine: AsyncEngine,
+    writer_engine: AsyncEngine,
+    monkeypatch: pytest.MonkeyPatch,
+    **options: Any,
+) -> None:
+    """A writer that sends receipts as driver tuples (`options`) makes their rows for
+    its listeners only when one reads them, and those are the rows it stored."""
+    made: list[str] = []
+
+    def counted(receipt: Receipt, max_output_bytes: int) -> dict[str, Any]:
+        made.append(receipt.receipt_id)
+        return receipt_row(receipt, max_output_bytes)
+
+    monkeypatch.setattr(writer_module, "receipt_row", counted)
+    batches: list[Sequence[dict[str, Any]]] = []
+    secret = "Bearer sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    async with running_writer(writer_engine, **options) as writer:
+        writer.add_listener(batches.append)
+        await asyncio.gather(
+            *(writer.submit(succeeded_receipt(s, {"n": s, "auth": secret})) for s in range(3))
+        )
+        assert made == []  # committed as driver tuples; no listener read a row yet
+        rows = [dict(row) for batch in batches for row in batch]
+    assert sorted(made) == ["r0", "r1", "r2"]
+    async with create_session_factory(engine)() as session:
+        stored = await ReceiptRepository(session).list_for_run(RUN_ID)
+    assert [(row["id"], row["output"], row["created_at"]) for row in rows] == [
+        (receipt.id, receipt.output, receipt.created_at) for receipt in stored
+    ]
+    assert all(row["output"]["auth"] == "Bearer [REDACTED]" for row in rows)

@@ -64,12 +64,23 @@ def receipt_row(
 
 
 def receipt_values(
-    receipt: Receipt, max_output_bytes: int, rendered: RenderedTimes
+    receipt: Receipt, max_output_bytes: int, rendered: RenderedTimes | None
 ) -> tuple[Any, ...]:
-    """The receipt's row as SQLite's driver takes it (`BulkWrite.add_encoded_receipts`), but
+    """The receipt's row as SQLite's driver takes it (`BulkWrite.add_encoded_receipts`)
+    or, with `rendered` None, PostgreSQL's (`BulkWrite.add_postgres_receipts`), but
     for its last column, `created_at`: what `receipt_row` and then the bulk insert's
     encoding make of the receipt, column for column (`RECEIPT_COLUMNS`), with no
-    row in between (about half the cost)."""
+    row in between (about half the cost). PostgreSQL's datetimes stay datetimes,
+    and a naive one is refused here, as the bulk insert would refuse it."""
+    started_at: datetime | str = receipt.started_at
+    finished_at: datetime | str = receipt.finished_at
+    if rendered is None:
+        if receipt.started_at.tzinfo is None or receipt.finished_at.tzinfo is None:
+            naive = receipt.started_at if receipt.started_at.tzinfo is None else finished_at
+            raise ValueError(f"naive datetime {naive.isoformat()} cannot be stored; use UTC")
+    else:
+        started_at = sqlite_time(receipt.started_at, rendered)
+        finished_at = sqlite_time(receipt.finished_at, rendered)
     output, written, error, control = receipt.redacted_parts_with_json()
     stored = stored_output(output, max_output_bytes, written)
     value, text = stored.value, stored.json
@@ -95,8 +106,8 @@ def receipt_values(
         receipt.parent_receipt_id,
         None if control is None else dumps(dict(control)),
         receipt.admission_wait_ms,
-        sqlite_time(receipt.started_at, rendered),
-        sqlite_time(receipt.finished_at, rendered),
+        started_at,
+        finished_at,
         receipt.duration_ms,
     )
 

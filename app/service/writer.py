@@ -83,6 +83,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from time import perf_counter
 from typing import Any, Protocol, overload
 
@@ -184,9 +185,9 @@ class _Group:
     the runs they start, runs that start, receipts (with their cache entries), runs
     that end, keys' final responses, keys freed.
 
-    Receipts bound for the SQLite writer process are kept as the engine's receipts
-    with their driver tuples (`encoded`, `receipt_values`); any other writer keeps
-    their rows."""
+    Receipts bound for the SQLite writer process or for PostgreSQL are kept as the
+    engine's receipts with their driver tuples (`encoded`, `receipt_values`); any
+    other writer keeps their rows."""
 
     __slots__ = (
         "cache_rows",
@@ -278,12 +279,6 @@ class GroupCommitWriter:
         self._wal = wal
         self._process = sqlite_process
         self._process_starts = 0  # the process's starts counted so far
-        if sqlite_process is not None and (
-            receipt_columns() != RECEIPT_COLUMNS or audit_columns() != AUDIT_COLUMNS
-        ):
-            raise RuntimeError(
-                "receipt_values or audit_event_values no longer match their tables' columns"
-            )
         # Datetimes rendered for SQLite since the last batch was taken (`receipt_values`).
         self._rendered: RenderedTimes = {}
         # PostgreSQL: the writer's engine is its own (`create_writer_engine`), and its
@@ -294,6 +289,12 @@ class GroupCommitWriter:
         self._engine = bind if isinstance(bind, AsyncEngine) else None
         self._hold = self._engine is not None and self._engine.dialect.name == "postgresql"
         self._held: AsyncConnection | None = None
+        if (sqlite_process is not None or self._hold) and (
+            receipt_columns() != RECEIPT_COLUMNS or audit_columns() != AUDIT_COLUMNS
+        ):
+            raise RuntimeError(
+                "receipt_values or audit_event_values no longer match their tables' columns"
+            )
         self._max_output_bytes = max_stored_output_bytes
         self._linger_s = linger_s
         self._linger_min_open_runs = max(2, linger_min_open_runs)
@@ -360,7 +361,10 @@ class GroupCommitWriter:
         group = self._join()
         if group is None:
             return self._closed()
-        if self._process is None:
+        if self._hold:
+            group.receipts.append(receipt)
+            group.encoded.append(receipt_values(receipt, self._max_output_bytes, None))
+        elif self._process is None:
             group.rows.append(receipt_row(receipt, self._max_output_bytes))
         else:
             group.receipts.append(receipt)
@@ -737,14 +741,16 @@ class GroupCommitWriter:
         created_at = datetime.now(UTC)
         for row in rows:
             row.setdefault("created_at", created_at)
-        if encoded:
+        if encoded and not self._hold:  # PostgreSQL takes the shared `created_at` apart
             created = (sqlite_time(created_at, rendered),)
             encoded = [values + created for values in encoded]
         count = len(rows) + len(encoded)
         first_receipt_id = rows[0]["id"] if rows else encoded[0][0] if encoded else None
         inserts, replaced = (rows, []) if not self._superseded else self._split(rows, audit)
-        lone = self._process is None and self._lone(
-            rows, run_starts, run_ends, claimed_runs, len(audit)
+        lone = (
+            self._process is None
+            and not self._hold
+            and self._lone(rows, run_starts, run_ends, claimed_runs, len(audit))
         )
         inserted_runs, inserted_claims, updated_ends = _inserted_ended(
             run_starts, claimed_runs, run_ends
@@ -799,16 +805,18 @@ class GroupCommitWriter:
             # Every row of the batch, and the commit, in one driver round trip
             # (on PostgreSQL, a few when large inserts go by COPY: the audit rows
             # before the ends, so that the two COPYs need no round trip between).
-            batch = (
-                first.add_runs(inserted_runs)
-                .add_receipts(inserts, copy_min_rows=_copy_min_rows(inserts))
-                .add_encoded_receipts(encoded)
-                .add_audit(audit)
-                .add_encoded_audit(audit_values)
-                .finish_runs(updated_ends)
-                .complete_keys(completions)
-                .release_keys(releases)
+            batch = first.add_runs(inserted_runs).add_receipts(
+                inserts, copy_min_rows=_copy_min_rows(inserts, _run_of_row)
             )
+            if self._hold:
+                batch.add_postgres_receipts(
+                    encoded, created_at, copy_min_rows=_copy_min_rows(encoded, _run_of_values)
+                )
+            else:
+                batch.add_encoded_receipts(encoded)
+            batch.add_audit(audit).add_encoded_audit(audit_values).finish_runs(
+                updated_ends
+            ).complete_keys(completions).release_keys(releases)
             if self._process is not None:
                 # The process's connection: no session.
                 await batch.execute_in(self._process, rendered)
@@ -886,12 +894,17 @@ class GroupCommitWriter:
         return False
 
 
-def _copy_min_rows(receipts: Sequence[Mapping[str, Any]]) -> int | None:
-    """`ONE_RUN_COPY_MIN_ROWS` when that many receipts or more are all one run's."""
+def _copy_min_rows(receipts: Sequence[Any], run_of: Callable[[Any], Any]) -> int | None:
+    """`ONE_RUN_COPY_MIN_ROWS` when that many receipts or more are all one run's
+    (rows or driver tuples, `run_of` reading a receipt's run id)."""
     if len(receipts) < ONE_RUN_COPY_MIN_ROWS:
         return None
-    run_id = receipts[0]["run_id"]
-    return ONE_RUN_COPY_MIN_ROWS if all(row["run_id"] == run_id for row in receipts) else None
+    run_id = run_of(receipts[0])
+    return ONE_RUN_COPY_MIN_ROWS if all(run_of(receipt) == run_id for receipt in receipts) else None
+
+
+_run_of_row = itemgetter("run_id")
+_run_of_values = itemgetter(RECEIPT_COLUMNS.index("run_id"))
 
 
 def _ends_after_committed(

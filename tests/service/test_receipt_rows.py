@@ -23,6 +23,7 @@ from app.service.receipt_rows import (
     receipt_row,
     receipt_values,
 )
+from app.store.models import Receipt as ReceiptTable
 from app.store.repositories.audit import (
     CALL_PAIR_KIND,
     EVENTS_PER_ROW,
@@ -30,7 +31,15 @@ from app.store.repositories.audit import (
     event_id_of_two_per_row,
     expand,
 )
-from app.store.repositories.bulk import BulkWrite, audit_columns, receipt_columns, sqlite_time
+from app.store.repositories.bulk import (
+    BulkWrite,
+    _encode,
+    _layout_of,
+    _PostgresEncoded,
+    audit_columns,
+    receipt_columns,
+    sqlite_time,
+)
 from tests.service.test_writer_audit import finished, retried, run_event, started
 from tests.writer_support import RUN_ID, succeeded_receipt
 
@@ -294,6 +303,36 @@ def test_receipt_values_are_the_bulk_insert_s_driver_rows_column_for_column() ->
     assert SECRET not in repr(values)
     assert "hunter2" not in repr(values)
     assert [row[11] for row in values] == [False, False, False, False, True, False, False, False]
+
+
+def test_receipt_values_for_postgresql_are_the_bulk_insert_s_copy_rows_column_for_column() -> None:
+    receipts = _varied_receipts()
+    created_at = datetime.now(UTC)
+    rows = [
+        {**receipt_row(receipt, MAX_OUTPUT_BYTES), "created_at": created_at} for receipt in receipts
+    ]
+    values = [receipt_values(receipt, MAX_OUTPUT_BYTES, None) for receipt in receipts]
+
+    direct = BulkWrite().add_postgres_receipts(values, created_at)._steps[0]
+    through_rows = _encode(_layout_of(ReceiptTable), rows, sqlite=False)
+
+    assert isinstance(direct, _PostgresEncoded)
+    assert direct.copied() == through_rows
+    assert SECRET not in repr(values)
+    assert "hunter2" not in repr(values)
+
+
+@pytest.mark.parametrize("field", ["started_at", "finished_at"])
+def test_receipt_values_for_postgresql_refuse_a_naive_time(field: str) -> None:
+    receipt = _varied_receipts()[0]._replace(**{field: datetime(2026, 1, 1, 12, 0)})
+    with pytest.raises(ValueError, match="naive datetime 2026-01-01T12:00:00 cannot be stored"):
+        receipt_values(receipt, MAX_OUTPUT_BYTES, None)
+
+
+def test_receipts_for_postgresql_refuse_a_naive_creation_time() -> None:
+    values = receipt_values(_varied_receipts()[0], MAX_OUTPUT_BYTES, None)
+    with pytest.raises(ValueError, match="naive datetime 2026-01-01T00:00:00 cannot be stored"):
+        BulkWrite().add_postgres_receipts([values], datetime(2026, 1, 1))
 
 
 def test_receipt_values_follow_the_receipts_table_s_columns() -> None:

@@ -15,11 +15,20 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.engine.ports import CachedOutput
+from app.service import writer as writer_module
+from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory, create_writer_engine
 from app.store.repositories.bulk import BulkWrite
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
-from tests.writer_support import HASH, RUN_ID, engine_with_a_run, running_writer, succeeded_receipt
+from tests.writer_support import (
+    HASH,
+    RUN_ID,
+    engine_with_a_run,
+    listeners_read_rows_only_when_they_read,
+    running_writer,
+    succeeded_receipt,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -149,3 +158,18 @@ async def test_a_batch_whose_answer_is_lost_is_stored_exactly_once(
         await asyncio.gather(*(writer.submit(succeeded_receipt(s, {"n": s})) for s in range(3)))
     assert failed == [lost]
     assert await _stored(engine) == [0, 1, 2]
+
+
+async def test_receipts_go_as_driver_tuples_and_listeners_read_rows_only_when_they_read(
+    engine: AsyncEngine, writer_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await listeners_read_rows_only_when_they_read(engine, writer_engine, monkeypatch)
+
+
+@pytest.mark.parametrize("columns", ["RECEIPT_COLUMNS", "AUDIT_COLUMNS"])
+def test_a_writer_whose_tuples_are_not_their_table_s_columns_refuses_to_start(
+    writer_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    monkeypatch.setattr(writer_module, columns, getattr(writer_module, columns)[::-1])
+    with pytest.raises(RuntimeError, match="tables' columns"):
+        GroupCommitWriter(create_session_factory(writer_engine))

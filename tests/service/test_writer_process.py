@@ -4,7 +4,7 @@ and a batch written exactly once when the process ends around its commit."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,9 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import CachedOutput
-from app.engine.receipt import Receipt
 from app.service import writer as writer_module
-from app.service.receipt_rows import receipt_row
 from app.service.run_records import run_end
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory, sqlite_pragmas
@@ -32,13 +30,13 @@ from tests.writer_support import (
     HASH,
     RUN_ID,
     CommitCounter,
+    listeners_read_rows_only_when_they_read,
     running_writer,
     started_run,
     succeeded_receipt,
 )
 
 STARTS = "toolloop_sqlite_writer_starts_total"
-SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
 
 
 @pytest.fixture
@@ -172,31 +170,9 @@ async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
 async def test_listeners_read_the_rows_the_process_stored_and_only_when_they_read(
     engine: AsyncEngine, process: SqliteWriterProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[str] = []
-
-    def counted(receipt: Receipt, max_output_bytes: int) -> dict[str, Any]:
-        made.append(receipt.receipt_id)
-        return receipt_row(receipt, max_output_bytes)
-
-    monkeypatch.setattr(writer_module, "receipt_row", counted)
-    batches: list[Sequence[dict[str, Any]]] = []
-    async with running_writer(engine, sqlite_process=process) as writer:
-        writer.add_listener(batches.append)
-        await asyncio.gather(
-            *(
-                writer.submit(succeeded_receipt(s, {"n": s, "auth": f"Bearer {SECRET}"}))
-                for s in range(3)
-            )
-        )
-        assert made == []  # committed as driver tuples; no listener read a row yet
-        rows = [dict(row) for batch in batches for row in batch]
-    assert sorted(made) == ["r0", "r1", "r2"]
-    async with create_session_factory(engine)() as session:
-        stored = await ReceiptRepository(session).list_for_run(RUN_ID)
-    assert [(row["id"], row["output"], row["created_at"]) for row in rows] == [
-        (receipt.id, receipt.output, receipt.created_at) for receipt in stored
-    ]
-    assert all(row["output"]["auth"] == "Bearer [REDACTED]" for row in rows)
+    await listeners_read_rows_only_when_they_read(
+        engine, engine, monkeypatch, sqlite_process=process
+    )
 
 
 @pytest.mark.parametrize("columns", ["RECEIPT_COLUMNS", "AUDIT_COLUMNS"])

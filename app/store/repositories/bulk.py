@@ -22,7 +22,9 @@ one call:
   object per row, takes about 6 µs less per receipt; the batch then costs a
   few round trips more, which that many rows pay for. `COPY` also takes the
   batches the JSON path cannot: an integer beyond 64 bits, or a NUL
-  character, in a JSON document.
+  character, in a JSON document. The group commit's receipts come as
+  driver tuples made when each was queued (`add_postgres_receipts`): `COPY`
+  takes them as they are, a JSON batch their JSON documents as written.
 
 Runs started under an idempotency key are inserted with the key's claim,
 only when the claim succeeds (`BulkWrite.claim_runs`): one upsert per key in
@@ -48,6 +50,7 @@ from typing import Any, NoReturn, cast
 
 import aiosqlite
 import psycopg
+from orjson import Fragment
 from sqlalchemy import JSON, BigInteger, Boolean, ColumnDefault, Float, Integer, String, Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -312,10 +315,37 @@ def _batch_json(layout: _Layout, rows: Sequence[Mapping[str, Any]]) -> str | Non
         batch = json_bytes(complete)
     except TypeError:  # an integer beyond 64 bits
         return None
-    # json_populate_recordset unescapes every string, and PostgreSQL text cannot
-    # hold NUL: a document holding one (which the `json` type stores) goes by COPY.
-    # Only an escape writes one: a batch without a backslash (most) is not searched
-    # for it (memchr, against some 0.5 ns a byte for the search).
+    return _without_nul(batch)
+
+
+def _encoded_batch_json(
+    layout: _Layout, values: Sequence[tuple[Any, ...]], created_at: datetime
+) -> str | None:
+    """`_batch_json` of rows given as PostgreSQL's driver tuples but for their last
+    column, `created_at` (`add_postgres_receipts`): the same text, their JSON
+    documents, already written, taken in as they are."""
+    columns = layout.columns
+    last = columns[-1]
+    documents = [(index, columns[index]) for index, _ in layout.json]
+    rows = []
+    for row_values in values:
+        row = dict(zip(columns, row_values, strict=False))  # all but the last
+        row[last] = created_at
+        for index, name in documents:
+            text = row_values[index]
+            if text is not None:
+                row[name] = Fragment(text)
+        rows.append(row)
+    return _without_nul(json_bytes(rows))
+
+
+def _without_nul(batch: bytes) -> str | None:
+    """The batch as text, or None when it holds an escaped NUL.
+
+    json_populate_recordset unescapes every string, and PostgreSQL text cannot
+    hold NUL: a document holding one (which the `json` type stores) goes by COPY.
+    Only an escape writes one: a batch without a backslash (most) is not searched
+    for it (memchr, against some 0.5 ns a byte for the search)."""
     if b"\\" in batch and b"\\u0000" in batch:
         return None
     return batch.decode()
@@ -327,15 +357,26 @@ async def _postgres(
     batch = None if len(rows) >= COPY_MIN_ROWS else _batch_json(layout, rows)
     # Encoded before the statement is sent: a row that cannot be stored sends nothing.
     encoded = None if batch is not None else _encode(layout, rows, sqlite=False)
+    await _postgres_insert(connection, layout, batch, encoded)
+
+
+async def _postgres_insert(
+    connection: AsyncConnection,
+    layout: _Layout,
+    batch: str | None,
+    encoded: Sequence[tuple[Any, ...]] | None,
+) -> None:
+    """Insert the rows as one JSON batch (`batch`) or, without one, by COPY."""
     raw = await connection.get_raw_connection()
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
     statement = layout.json_sql if batch is not None else layout.copy_sql
     try:
-        if encoded is None:
+        if batch is not None:
             async with driver.cursor() as cursor:
                 await cursor.execute(layout.json_sql, (batch,))
         else:
+            assert encoded is not None
             await _copy(driver, layout, encoded)
     except psycopg.Error as exc:
         disconnected = connection.dialect.is_disconnect(cast(Any, exc), raw.dbapi_connection, None)
@@ -467,6 +508,29 @@ class _Encoded:
 
 
 @dataclass(frozen=True, slots=True)
+class _PostgresEncoded:
+    """Rows already in PostgreSQL's driver form but for their last column, which
+    they share (`BulkWrite.add_postgres_receipts`)."""
+
+    layout: _Layout
+    values: Sequence[tuple[Any, ...]]
+    last: Any
+    copy_min_rows: int | None = None  # None: `COPY_MIN_ROWS`
+
+    def json_batch(self) -> str | None:
+        """The rows as one JSON batch, or None when they go by COPY."""
+        least = COPY_MIN_ROWS if self.copy_min_rows is None else self.copy_min_rows
+        if len(self.values) >= least:
+            return None
+        return _encoded_batch_json(self.layout, self.values, self.last)
+
+    def copied(self) -> list[tuple[Any, ...]]:
+        """The rows whole, for COPY."""
+        last = (self.last,)
+        return [values + last for values in self.values]
+
+
+@dataclass(frozen=True, slots=True)
 class _Finish:
     ends: Sequence[Mapping[str, Any]]
 
@@ -481,7 +545,7 @@ class _Release:
     rows: Sequence[Mapping[str, Any]]
 
 
-_Step = _Insert | _Encoded | _Finish | _Claim | _Complete | _Release
+_Step = _Insert | _Encoded | _PostgresEncoded | _Finish | _Claim | _Complete | _Release
 
 
 class BulkWrite:
@@ -526,6 +590,28 @@ class BulkWrite:
         SQLite only."""
         if values:
             self._steps.append(_Encoded(_layout_of(Receipt), values))
+        return self
+
+    def add_postgres_receipts(
+        self,
+        values: Sequence[tuple[Any, ...]],
+        created_at: datetime,
+        *,
+        copy_min_rows: int | None = None,
+    ) -> BulkWrite:
+        """Insert receipts already encoded as PostgreSQL's driver takes them: column for
+        column (`receipt_columns`) what `add_receipts` would make of their rows (JSON
+        documents as their text, datetimes aware), but for `created_at`, which they
+        share (aware); by COPY from `copy_min_rows` rows (`COPY_MIN_ROWS` when None).
+        PostgreSQL only."""
+        if values:
+            if created_at.tzinfo is None:
+                raise ValueError(
+                    f"naive datetime {created_at.isoformat()} cannot be stored; use UTC"
+                )
+            self._steps.append(
+                _PostgresEncoded(_layout_of(Receipt), values, created_at, copy_min_rows)
+            )
         return self
 
     def add_encoded_audit(self, values: Sequence[tuple[Any, ...]]) -> BulkWrite:
@@ -646,6 +732,8 @@ class BulkWrite:
                 statements.append((step.layout.insert_sql, encoded))
             elif isinstance(step, _Encoded):
                 statements.append((step.layout.insert_sql, list(step.values)))
+            elif isinstance(step, _PostgresEncoded):
+                raise NotImplementedError("rows encoded for PostgreSQL cannot go to SQLite")
             elif isinstance(step, _Finish):
                 statements.append((_FINISH_SQLITE, _sqlite_ends(step.ends, rendered)))
             elif isinstance(step, _Claim):
@@ -700,6 +788,13 @@ class BulkWrite:
                     sent.append(_Copy(step.layout, _encode(step.layout, step.rows, sqlite=False)))
                 else:
                     sent.append(_Sent(step.layout.json_sql, (batch,)))
+            elif isinstance(step, _PostgresEncoded):
+                batch = step.json_batch()
+                sent.append(
+                    _Copy(step.layout, step.copied())
+                    if batch is None
+                    else _Sent(step.layout.json_sql, (batch,))
+                )
             elif isinstance(step, _Finish):
                 if len(step.ends) <= _FINISH_BY_ROW_MAX:
                     sent.append(_Sent(_FINISH_POSTGRES_ROWS, _end_parameters(step.ends), many=True))
@@ -726,6 +821,10 @@ class BulkWrite:
             for step in self._steps:
                 if isinstance(step, _Insert):
                     await _postgres(connection, step.layout, step.rows)
+                elif isinstance(step, _PostgresEncoded):
+                    batch = step.json_batch()
+                    copied = step.copied() if batch is None else None
+                    await _postgres_insert(connection, step.layout, batch, copied)
                 elif isinstance(step, _Finish):
                     await _postgres_ends(connection, step.ends)
                 elif isinstance(step, _Claim):

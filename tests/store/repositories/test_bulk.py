@@ -17,6 +17,7 @@ from app.store.database import (
     create_writer_engine,
 )
 from app.store.migrate import upgrade_database
+from app.store.models import Receipt
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
 from app.store.repositories import bulk as bulk_module
 from app.store.repositories.bulk import (
@@ -26,7 +27,11 @@ from app.store.repositories.bulk import (
     _MAX_SECOND_PREFIXES,
     _SECOND_PREFIXES,
     BulkWrite,
+    _batch_json,
+    _encode,
     _ends_json,
+    _layout_of,
+    _PostgresEncoded,
     _sqlite_time,
 )
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
@@ -246,6 +251,49 @@ async def test_receipts_encoded_for_sqlite_are_stored_as_their_rows_there_and_re
     }
     assert stored["run-2"] == stored["run-1"]
     assert len(stored["run-1"]) == len(rows)
+
+
+# A NUL character, and an integer beyond 64 bits (orjson refuses it; the stdlib
+# writes it), in a JSON document: both paths still store the rows' text.
+@pytest.mark.parametrize("text", ['ünïcode, \u2028, "quoted"', "nul\u0000"])
+async def test_receipts_encoded_for_postgresql_are_stored_as_their_rows_there_and_refused_elsewhere(
+    session: AsyncSession, through: str, text: str
+) -> None:
+    await create_run(session, "run-1")
+    await create_run(session, "run-2")
+    rows = [
+        *_receipts("run-1", text),
+        receipt_row("run-1", 5, id="run-1-5", output={"n": 2**70}, idempotency_key="k"),
+    ]
+    rows = [{**row, "created_at": T0} for row in rows]
+    twins = [{**row, "run_id": "run-2", "id": f"{row['id']}-twin"} for row in rows]
+    # The driver tuples `add_receipts` would COPY, less their shared `created_at`.
+    values = [encoded[:-1] for encoded in _encode(_layout_of(Receipt), twins, sqlite=False)]
+    await BulkWrite().add_receipts(rows).execute(session)
+    direct = BulkWrite().add_postgres_receipts(values, T0)
+    if session.bind.dialect.name != "postgresql":
+        with pytest.raises(NotImplementedError, match="PostgreSQL"):
+            await direct.execute(session)
+        return
+    await direct.execute(session)
+    stored = {
+        run_id: await _stored(session, "receipts", RECEIPT_COLUMNS, run_id)
+        for run_id in ("run-1", "run-2")
+    }
+    assert stored["run-2"] == stored["run-1"]
+    assert len(stored["run-1"]) == len(rows)
+
+
+def test_receipts_encoded_for_postgresql_go_by_copy_from_the_threshold_asked() -> None:
+    rows = [{**receipt_row("run-1", seq), "created_at": T0} for seq in range(3)]
+    values = [encoded[:-1] for encoded in _encode(_layout_of(Receipt), rows, sqlite=False)]
+    json_step = BulkWrite().add_postgres_receipts(values, T0, copy_min_rows=4)._steps[0]
+    copy_step = BulkWrite().add_postgres_receipts(values, T0, copy_min_rows=3)._steps[0]
+    assert isinstance(json_step, _PostgresEncoded)
+    assert isinstance(copy_step, _PostgresEncoded)
+    assert json_step.json_batch() == _batch_json(_layout_of(Receipt), rows)
+    assert copy_step.json_batch() is None
+    assert copy_step.copied() == _encode(_layout_of(Receipt), rows, sqlite=False)
 
 
 async def test_bulk_inserts_of_no_rows_do_nothing(session: AsyncSession) -> None:
