@@ -16,9 +16,10 @@ from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from alembic.operations import MigrationScript
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 
 from app.store.database import create_database_engine
+from app.store.migrate import compared_objects
 from app.store.models import Base
 from app.store.types import UtcDateTime
 
@@ -57,10 +58,11 @@ def skip_empty_revision(
             directives[:] = []
 
 
-def configure(**options: Any) -> None:
+def configure(dialect: str, **options: Any) -> None:
     context.configure(
         target_metadata=target_metadata,
         compare_type=True,
+        include_object=compared_objects(dialect),
         render_item=render_item,
         process_revision_directives=skip_empty_revision,
         **options,
@@ -69,7 +71,8 @@ def configure(**options: Any) -> None:
 
 def run_migrations_offline() -> None:
     url = database_url()
-    configure(url=url, literal_binds=True, render_as_batch=url.startswith("sqlite"))
+    dialect = make_url(url).get_backend_name()
+    configure(dialect, url=url, literal_binds=True, render_as_batch=dialect == "sqlite")
     with context.begin_transaction():
         context.run_migrations()
 
@@ -83,7 +86,7 @@ def run_migrations(connection: Connection) -> None:
         # transactional (the driver would otherwise run each statement alone).
         connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
         connection.exec_driver_sql("BEGIN")
-    configure(connection=connection, render_as_batch=is_sqlite)
+    configure(connection.dialect.name, connection=connection, render_as_batch=is_sqlite)
     with context.begin_transaction():
         context.run_migrations()
 

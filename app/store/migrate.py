@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -17,6 +19,9 @@ from app.store.database import check_database, create_database_engine
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 # Serialises concurrent upgrades of one PostgreSQL database ("toolloop" as a bigint).
 MIGRATION_LOCK_KEY = 8390047142280916848
+# Foreign keys of the models that PostgreSQL keeps by triggers instead (revision
+# e3b9a4c70d15): the models keep them, which SQLite's schema has.
+KEPT_BY_TRIGGERS_ON_POSTGRESQL = frozenset({"fk_receipts_run_id_runs"})
 
 
 async def upgrade_database(url: str) -> None:
@@ -49,6 +54,20 @@ def head_revision() -> str:
     if head is None:
         raise RuntimeError(f"no Alembic revision found in {MIGRATIONS_DIR}")
     return head
+
+
+def compared_objects(dialect: str) -> Callable[..., bool]:
+    """Alembic's `include_object` for comparing the models with a database of
+    `dialect`: everything but what that database keeps otherwise."""
+
+    def compared(item: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
+        return not (
+            dialect == "postgresql"
+            and kind == "foreign_key_constraint"
+            and name in KEPT_BY_TRIGGERS_ON_POSTGRESQL
+        )
+
+    return compared
 
 
 def alembic_config() -> Config:

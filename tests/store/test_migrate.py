@@ -13,7 +13,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.database import DatabaseUnavailable, create_database_engine
-from app.store.migrate import alembic_config, database_revision, head_revision, upgrade_database
+from app.store.migrate import (
+    alembic_config,
+    compared_objects,
+    database_revision,
+    head_revision,
+    upgrade_database,
+)
 from app.store.models import Base, ContractSnapshot
 from app.store.types import utc_now
 
@@ -32,7 +38,10 @@ TABLES = {
 
 
 def schema_differences(connection: Connection) -> list[Any]:
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    context = MigrationContext.configure(
+        connection,
+        opts={"compare_type": True, "include_object": compared_objects(connection.dialect.name)},
+    )
     return list(compare_metadata(context, Base.metadata))
 
 
