@@ -177,6 +177,19 @@ async def test_json_columns_compress_with_lz4_on_postgresql(postgres_url: str) -
         await engine.dispose()
 
 
+def offline_scripts(
+    url: str, before: str, revision: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[str, str]:
+    """The scripts `alembic upgrade --sql` and `downgrade --sql` write for `revision`
+    on `url`'s database, which is never asked."""
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, f"{before}:{revision}", sql=True)
+    upgrade = capsys.readouterr().out
+    command.downgrade(config, f"{revision}:{before}", sql=True)
+    return upgrade, capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("url", "statements"),
     [("postgresql+psycopg://postgres@127.0.0.1:5432/unasked", 10), ("sqlite:///unasked.db", 0)],
@@ -185,11 +198,6 @@ def test_the_lz4_revision_writes_its_statements_offline(
     url: str, statements: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`alembic upgrade --sql` asks no server: on PostgreSQL the script sets lz4."""
-    config = alembic_config()
-    config.set_main_option("sqlalchemy.url", url)
-    command.upgrade(config, "9d4e1f7a3c2b:c41e7b2d9a05", sql=True)
-    upgrade = capsys.readouterr().out
-    command.downgrade(config, "c41e7b2d9a05:9d4e1f7a3c2b", sql=True)
-    downgrade = capsys.readouterr().out
+    upgrade, downgrade = offline_scripts(url, "9d4e1f7a3c2b", "c41e7b2d9a05", capsys)
     assert upgrade.count("SET COMPRESSION lz4;") == statements
     assert downgrade.count("SET COMPRESSION default;") == statements

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
@@ -16,11 +15,11 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from app.store.database import create_database_engine, create_session_factory
-from app.store.migrate import alembic_config, upgrade_database
+from app.store.migrate import upgrade_database
 from app.store.models import Base
 from app.store.repositories import ReceiptRepository
 from tests.store.factories import create_run, receipt_row
-from tests.store.test_migrate import downgrade_to, schema_differences
+from tests.store.test_migrate import downgrade_to, offline_scripts, schema_differences
 
 FOREIGN_KEY = "fk_receipts_run_id_runs"
 TRIGGERS = {
@@ -249,12 +248,7 @@ async def test_the_revision_swaps_the_foreign_key_for_triggers_and_back(postgres
 def test_the_revision_writes_its_statements_offline(
     url: str, triggers: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = alembic_config()
-    config.set_main_option("sqlalchemy.url", url)
-    command.upgrade(config, "c41e7b2d9a05:e3b9a4c70d15", sql=True)
-    upgrade = capsys.readouterr().out
-    command.downgrade(config, "e3b9a4c70d15:c41e7b2d9a05", sql=True)
-    downgrade = capsys.readouterr().out
+    upgrade, downgrade = offline_scripts(url, "c41e7b2d9a05", "e3b9a4c70d15", capsys)
     assert upgrade.count("CREATE TRIGGER") == downgrade.count("DROP TRIGGER") == triggers
     assert upgrade.count(f"DROP CONSTRAINT {FOREIGN_KEY}") == min(triggers, 1)
     assert downgrade.count(f"ADD CONSTRAINT {FOREIGN_KEY}") == min(triggers, 1)
