@@ -139,20 +139,37 @@ _CHECKPOINTS = {
 Counters = Callable[[], dict[str, float]]
 
 
+# The server processes serving the database's other sessions: our server's. Each
+# one's CPU is a counter of its own (`backend cpu ns:<pid>`), which `_wrk` sums.
+_BACKEND_CPU = "backend cpu ns:"
+_BACKENDS = (
+    "SELECT pid FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
 def _checkpoint_counters(url: str) -> tuple[Counters, Callable[[], None]]:
     """A reader of the PostgreSQL server's checkpoint counters (`checkpoints`
-    started, `checkpoint buffers` written), and its closer: read around each of
-    our server's rounds, they set a round's p99 beside the checkpoints that ran
-    in it (docs/benchmarks.md, section 4, nineteenth and twentieth rounds)."""
+    started, `checkpoint buffers` written) and, when the server runs on this
+    machine, of the CPU each of its backends for the database has used (Linux
+    `schedstat`), and its closer: read around each of our server's
+    rounds, they set a round's p99 beside the checkpoints that ran in it
+    (docs/benchmarks.md, section 4, nineteenth and twentieth rounds) and tell
+    a round the database bounded from one our loop did (twenty-third)."""
     connection = psycopg.connect(
         make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
         autocommit=True,  # each read its own transaction: the statistics are not cached
     )
     query = _CHECKPOINTS[17 if connection.info.server_version >= 170000 else 15]
+    local = make_url(url).host in (None, "", "127.0.0.1", "localhost", "::1")
 
     def read() -> dict[str, float]:
         started, written = connection.execute(query).fetchone()  # type: ignore[misc]
-        return {"checkpoints": float(started), "checkpoint buffers": float(written)}
+        counters = {"checkpoints": float(started), "checkpoint buffers": float(written)}
+        if local:
+            for (pid,) in connection.execute(_BACKENDS).fetchall():
+                counters[f"{_BACKEND_CPU}{pid}"] = float(sum(_cpu_ns(pid).values()))
+        return counters
 
     return read, connection.close
 
@@ -167,7 +184,8 @@ def _wrk(
     """One `wrk` run: requests/s and latency percentiles; with the server's `pid`,
     also its CPU per request (all threads, its writer process's included, µs)
     and how busy its event loop's thread was (% of the run's wall time; the
-    thread whose id is the pid); with `counters`, how much each grew."""
+    thread whose id is the pid); with `counters`, how much each grew (and the
+    CPU per request of the database's backends, from theirs)."""
     counted = counters() if counters is not None else {}
     before = _cpu_ns(pid) if pid is not None else {}
     started = time.perf_counter_ns()
@@ -192,7 +210,12 @@ def _wrk(
         figures["cpu"] = spent / int(answered.group(1)) / 1000
         figures["loop"] = (after[pid] - before[pid]) / elapsed * 100
     if counters is not None:
-        figures.update({key: value - counted[key] for key, value in counters().items()})
+        grown = {key: value - counted.get(key, 0.0) for key, value in counters().items()}
+        backends = [key for key in grown if key.startswith(_BACKEND_CPU)]
+        spent_ns = sum(grown.pop(key) for key in backends)
+        figures.update(grown)
+        if backends and answered is not None:
+            figures["backend cpu"] = spent_ns / int(answered.group(1)) / 1000
     return figures
 
 
@@ -313,6 +336,7 @@ async def _compare(
     plans.update(staged)
     units = {
         "rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy",
+        "backend cpu": "µs/req (CPU, PostgreSQL's backends)",
         "checkpoints": "started", "checkpoint buffers": "written",
     }  # fmt: skip
     samples: dict[str, dict[str, Sample]] = {subject: {} for subject in plans}

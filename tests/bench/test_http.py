@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from bench.http import _checkpoint_counters
+from bench.http import _BACKEND_CPU, _checkpoint_counters
 
 pytestmark = pytest.mark.postgres
 
@@ -32,3 +32,19 @@ def test_the_counters_count_a_checkpoint_and_the_buffers_it_wrote(postgres_url: 
         close()
     assert after["checkpoints"] >= before["checkpoints"] + 1
     assert after["checkpoint buffers"] > before["checkpoint buffers"]
+
+
+def test_the_counters_read_the_cpu_of_the_database_s_backends(postgres_url: str) -> None:
+    read, close = _checkpoint_counters(postgres_url)
+    dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            (pid,) = connection.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
+            before = read()
+            connection.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+            after = read()
+    finally:
+        close()
+    key = f"{_BACKEND_CPU}{pid}"
+    assert set(after) == {"checkpoints", "checkpoint buffers", key}
+    assert after[key] - before[key] > 1e6  # a busy query's CPU: over a millisecond
