@@ -76,7 +76,7 @@ def receipt_values(
     finished_at: datetime | str = receipt.finished_at
     if rendered is None:
         if receipt.started_at.tzinfo is None or receipt.finished_at.tzinfo is None:
-            naive = receipt.started_at if receipt.started_at.tzinfo is None else finished_at
+            naive = receipt.started_at if receipt.started_at.tzinfo is None else receipt.finished_at
             raise ValueError(f"naive datetime {naive.isoformat()} cannot be stored; use UTC")
     else:
         started_at = sqlite_time(receipt.started_at, rendered)

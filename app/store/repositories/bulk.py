@@ -336,7 +336,11 @@ def _encoded_batch_json(
             if text is not None:
                 row[name] = Fragment(text)
         rows.append(row)
-    return _without_nul(json_bytes(rows))
+    try:
+        batch = json_bytes(rows)
+    except TypeError:  # an integer beyond 64 bits outside the documents
+        return None
+    return _without_nul(batch)
 
 
 def _without_nul(batch: bytes) -> str | None:

@@ -624,3 +624,12 @@ def test_sqlite_times_are_rendered_as_isoformat_would_through_the_prefix_cache()
         expected = value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
         assert _sqlite_time(value) == expected
     assert len(_SECOND_PREFIXES) <= _MAX_SECOND_PREFIXES
+
+
+def test_receipts_encoded_for_postgresql_with_an_integer_json_refuses_go_by_copy() -> None:
+    rows = [{**receipt_row("run-1", 0, attempts=2**70), "created_at": T0}]
+    values = [encoded[:-1] for encoded in _encode(_layout_of(Receipt), rows, sqlite=False)]
+    step = BulkWrite().add_postgres_receipts(values, T0)._steps[0]
+    assert isinstance(step, _PostgresEncoded)
+    assert step.json_batch() is None
+    assert _batch_json(_layout_of(Receipt), rows) is None
