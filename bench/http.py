@@ -148,10 +148,10 @@ _BACKENDS = (
 )
 
 
-def _checkpoint_counters(url: str) -> tuple[Counters, Callable[[], None]]:
-    """A reader of the PostgreSQL server's checkpoint counters (`checkpoints`
+def _database_counters(url: str) -> tuple[Counters, Callable[[], None]]:
+    """A reader of the PostgreSQL server's counters: its checkpoints (`checkpoints`
     started, `checkpoint buffers` written) and, when the server runs on this
-    machine, of the CPU each of its backends for the database has used (Linux
+    machine, the CPU each of its backends for the database has used (Linux
     `schedstat`), and its closer: read around each of our server's
     rounds, they set a round's p99 beside the checkpoints that ran in it
     (docs/benchmarks.md, section 4, nineteenth and twentieth rounds) and tell
@@ -343,7 +343,7 @@ async def _compare(
     async with AsyncExitStack() as running:
         counters = None
         if url.startswith("postgresql"):
-            counters, close = await asyncio.to_thread(_checkpoint_counters, url)
+            counters, close = await asyncio.to_thread(_database_counters, url)
             running.callback(close)
         servers = {
             "floor": await running.enter_async_context(

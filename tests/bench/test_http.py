@@ -8,13 +8,13 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from bench.http import _BACKEND_CPU, _checkpoint_counters
+from bench.http import _BACKEND_CPU, _database_counters
 
 pytestmark = pytest.mark.postgres
 
 
 def test_the_counters_count_a_checkpoint_and_the_buffers_it_wrote(postgres_url: str) -> None:
-    read, close = _checkpoint_counters(postgres_url)
+    read, close = _database_counters(postgres_url)
     dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         with psycopg.connect(dsn, autocommit=True) as connection:
@@ -35,7 +35,7 @@ def test_the_counters_count_a_checkpoint_and_the_buffers_it_wrote(postgres_url: 
 
 
 def test_the_counters_read_the_cpu_of_the_database_s_backends(postgres_url: str) -> None:
-    read, close = _checkpoint_counters(postgres_url)
+    read, close = _database_counters(postgres_url)
     dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         with psycopg.connect(dsn, autocommit=True) as connection:

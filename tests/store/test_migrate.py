@@ -38,10 +38,17 @@ TABLES = {
 
 
 def schema_differences(connection: Connection) -> list[Any]:
-    context = MigrationContext.configure(
-        connection,
-        opts={"compare_type": True, "include_object": compared_objects(connection.dialect.name)},
-    )
+    """The models against the database, less what the database keeps otherwise."""
+    return every_schema_difference(connection, compared_objects(connection.dialect.name))
+
+
+def every_schema_difference(
+    connection: Connection, include: Callable[..., bool] | None = None
+) -> list[Any]:
+    opts: dict[str, Any] = {"compare_type": True}
+    if include is not None:
+        opts["include_object"] = include
+    context = MigrationContext.configure(connection, opts=opts)
     return list(compare_metadata(context, Base.metadata))
 
 

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -16,10 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
-from app.store.models import Base
 from app.store.repositories import ReceiptRepository
 from tests.store.factories import create_run, receipt_row
-from tests.store.test_migrate import downgrade_to, offline_scripts, schema_differences
+from tests.store.test_migrate import (
+    downgrade_to,
+    every_schema_difference,
+    offline_scripts,
+    schema_differences,
+)
 
 FOREIGN_KEY = "fk_receipts_run_id_runs"
 TRIGGERS = {
@@ -209,8 +211,7 @@ def _foreign_keys(connection: Connection) -> set[str | None]:
 
 
 def _differences_unfiltered(connection: Connection) -> list[tuple[str, str | None]]:
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
-    return [(kind, key.name) for kind, key in compare_metadata(context, Base.metadata)]
+    return [(kind, key.name) for kind, key in every_schema_difference(connection)]
 
 
 @pytest.mark.postgres
