@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     # SQLite files: the group commit's transactions are written by a process of
     # their own (app.store.sqlite_writer); off, by a thread of this one.
     sqlite_writer_process: bool = True
+    # PostgreSQL: the group commit's transactions are written by a process of their
+    # own (app.store.postgres_writer); off, on the event loop through a connection.
+    postgres_writer_process: bool = True
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
     # 0: a database that does not answer at start is a one-line error and exit 1.

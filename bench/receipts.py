@@ -45,10 +45,12 @@ from app.settings import Settings
 from app.store.database import (
     create_database_engine,
     create_session_factory,
+    postgres_conninfo,
     sqlite_file,
     sqlite_pragmas,
 )
 from app.store.models import Receipt as ReceiptModel
+from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -106,9 +108,14 @@ async def _writer_against_raw(
     sessions = create_session_factory(database)
     commits = _Commits(database)
     writer_commits: list[int] = []
-    # As the service writes a SQLite file: through the writer process.
+    # As the service writes: through the database's writer process.
     path = sqlite_file(url)
-    process = None if path is None else SqliteWriterProcess(path, sqlite_pragmas())
+    conninfo = postgres_conninfo(url)
+    process: SqliteWriterProcess | PostgresWriterProcess | None = None
+    if path is not None:
+        process = SqliteWriterProcess(path, sqlite_pragmas())
+    elif conninfo is not None:
+        process = PostgresWriterProcess(conninfo)
     async with sessions.begin() as session:
         await ContractSnapshotRepository(session).save_if_absent(built.hash, {}, 0)
 
@@ -135,7 +142,11 @@ async def _writer_against_raw(
 
     async def group_commit() -> float:
         receipts = _for_run(template, await _new_run(sessions, built))
-        writer = GroupCommitWriter(sessions, sqlite_process=process)
+        writer = GroupCommitWriter(
+            sessions,
+            sqlite_process=process if isinstance(process, SqliteWriterProcess) else None,
+            postgres_process=process if isinstance(process, PostgresWriterProcess) else None,
+        )
         writer.start()
         before = commits.count + (0 if process is None else process.commits)
         started = wall_clock()

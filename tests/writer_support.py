@@ -18,11 +18,19 @@ from app.service import writer as writer_module
 from app.service.receipt_rows import receipt_row
 from app.service.run_records import run_start_row
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_database_engine, create_session_factory
+from app.store.database import (
+    create_database_engine,
+    create_session_factory,
+    postgres_conninfo,
+    sqlite_file,
+    sqlite_pragmas,
+)
 from app.store.migrate import upgrade_database
+from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
+from app.store.sqlite_writer import SqliteWriterProcess
 
 HASH = "sha256:" + "a" * 64
 RUN_ID = "run-1"
@@ -37,6 +45,27 @@ class CommitCounter:
 
     def _committed(self, _connection: object) -> None:
         self.count += 1
+
+
+@asynccontextmanager
+async def started_writer_process(
+    database_url: str,
+) -> AsyncIterator[SqliteWriterProcess | PostgresWriterProcess]:
+    """The database's writer process (SQLite's or PostgreSQL's), started, closed on the
+    way out."""
+    path = sqlite_file(database_url)
+    conninfo = postgres_conninfo(database_url)
+    process: SqliteWriterProcess | PostgresWriterProcess
+    if path is not None:
+        process = SqliteWriterProcess(path, sqlite_pragmas())
+    else:
+        assert conninfo is not None
+        process = PostgresWriterProcess(conninfo)
+    try:
+        await process.start()
+        yield process
+    finally:
+        await process.aclose()
 
 
 @asynccontextmanager

@@ -196,3 +196,8 @@ SQLITE_WRITER_STARTS = Counter(
     "SQLite writer processes started: one per service, more when one ended and was replaced.",
     registry=REGISTRY,
 )
+POSTGRES_WRITER_STARTS = Counter(
+    "toolloop_postgres_writer_starts_total",
+    "PostgreSQL writer processes started: one per service, more when one ended and was replaced.",
+    registry=REGISTRY,
+)

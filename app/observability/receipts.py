@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.observability.metrics import (
+    POSTGRES_WRITER_STARTS,
     RECEIPT_BATCH,
     RECEIPT_WAL_WAIT,
     RECEIPT_WRITE,
@@ -23,5 +24,5 @@ def record_wal_wait(seconds: float) -> None:
     RECEIPT_WAL_WAIT.observe(seconds)
 
 
-def record_writer_process_starts(count: int) -> None:
-    SQLITE_WRITER_STARTS.inc(count)
+def record_writer_process_starts(count: int, *, postgres: bool = False) -> None:
+    (POSTGRES_WRITER_STARTS if postgres else SQLITE_WRITER_STARTS).inc(count)

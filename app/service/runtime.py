@@ -38,10 +38,12 @@ from app.store.database import (
     create_writer_engine,
     database_target,
     display_url,
+    postgres_conninfo,
     sqlite_file,
     sqlite_pragmas,
 )
 from app.store.migrate import upgrade_database
+from app.store.postgres_writer import PostgresStatementFailed, PostgresWriterProcess
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.runs import RunRepository
@@ -70,6 +72,7 @@ class Runtime:
     idempotency: IdempotencyService
     checkpointer: WalCheckpointer | None = None  # SQLite files, when configured
     sqlite_process: SqliteWriterProcess | None = None  # SQLite files, when configured
+    postgres_process: PostgresWriterProcess | None = None  # PostgreSQL, when configured
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def database_problem(self) -> str | None:
@@ -91,6 +94,8 @@ class Runtime:
         await self.writer.aclose()
         if self.sqlite_process is not None:
             await self.sqlite_process.aclose()
+        if self.postgres_process is not None:
+            await self.postgres_process.aclose()
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
@@ -126,6 +131,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         await _forget_dead_local_instances(sessions)
         await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
         sqlite_process = await _sqlite_writer_process(settings, checkpointer)
+        postgres_process = await _postgres_writer_process(settings)
     except BaseException:
         await database.dispose()
         raise
@@ -137,6 +143,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         max_stored_output_bytes=settings.max_stored_output_bytes,
         wal=checkpointer,
         sqlite_process=sqlite_process,
+        postgres_process=postgres_process,
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
@@ -189,6 +196,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         ),
         checkpointer=checkpointer,
         sqlite_process=sqlite_process,
+        postgres_process=postgres_process,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(
@@ -228,6 +236,20 @@ async def _sqlite_writer_process(
         await process.start()
     except WriterProcessGone as exc:
         raise DatabaseUnavailable(database_target(settings.database_url), str(exc)) from exc
+    return process
+
+
+async def _postgres_writer_process(settings: Settings) -> PostgresWriterProcess | None:
+    conninfo = postgres_conninfo(settings.database_url)
+    if conninfo is None or not settings.postgres_writer_process:
+        return None
+    process = PostgresWriterProcess(conninfo)
+    try:
+        await process.start()
+    except (WriterProcessGone, PostgresStatementFailed) as exc:
+        await process.aclose()
+        reason = exc.error if isinstance(exc, PostgresStatementFailed) else exc
+        raise DatabaseUnavailable(database_target(settings.database_url), str(reason)) from exc
     return process
 
 

@@ -107,6 +107,7 @@ from app.service.receipt_rows import (
     receipt_values,
 )
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
+from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.bulk import (
     BulkWrite,
     RenderedTimes,
@@ -118,6 +119,7 @@ from app.store.repositories.cache import CacheRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from app.store.sqlite_writer import SqliteWriterProcess
+from app.store.writer_process import WriterProcess
 
 logger = logging.getLogger("toolloop.writer")
 
@@ -274,10 +276,14 @@ class GroupCommitWriter:
         max_stored_output_bytes: int = DEFAULT_MAX_STORED_OUTPUT_BYTES,
         wal: WalKeeper | None = None,
         sqlite_process: SqliteWriterProcess | None = None,
+        postgres_process: PostgresWriterProcess | None = None,
     ) -> None:
         self._sessions = sessions
         self._wal = wal
         self._process = sqlite_process
+        # PostgreSQL's transactions, when given, go through their process instead
+        # of the writer's held connection.
+        self._postgres_process = postgres_process
         self._process_starts = 0  # the process's starts counted so far
         # Datetimes rendered for SQLite since the last batch was taken (`receipt_values`).
         self._rendered: RenderedTimes = {}
@@ -343,9 +349,11 @@ class GroupCommitWriter:
         self._count_process_starts()
 
     def _count_process_starts(self) -> None:
-        process = self._process
+        process: WriterProcess | None = self._process or self._postgres_process
         if process is not None and process.started != self._process_starts:
-            record_writer_process_starts(process.started - self._process_starts)
+            record_writer_process_starts(
+                process.started - self._process_starts, postgres=process is self._postgres_process
+            )
             self._process_starts = process.started
 
     @property
@@ -820,6 +828,9 @@ class GroupCommitWriter:
             if self._process is not None:
                 # The process's connection: no session.
                 await batch.execute_in(self._process, rendered)
+                return
+            if self._postgres_process is not None:
+                await batch.execute_in(self._postgres_process)
                 return
             if self._hold:
                 try:

@@ -218,14 +218,31 @@ def _skip_idle_rollbacks(engine: AsyncEngine) -> None:
     dialect.do_rollback = do_rollback  # type: ignore[method-assign]
 
 
+def postgres_conninfo(url: str | URL) -> str | None:
+    """A PostgreSQL URL as libpq's connection string, with the defaults the service's
+    engines connect with (the writer process's connection); None for other URLs."""
+    parsed = _parse(url)
+    if not _is_postgres(parsed):
+        return None
+    plain = parsed.set(drivername="postgresql")
+    defaults = {name: str(value) for name, value in _postgres_defaults(parsed).items()}
+    return plain.update_query_dict(defaults).render_as_string(hide_password=False)
+
+
+def _postgres_defaults(url: URL) -> dict[str, Any]:
+    """Connection parameters the URL leaves out, as the service sets them."""
+    defaults: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        defaults["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+    if "application_name" not in url.query:
+        defaults["application_name"] = "toolloop"
+    return defaults
+
+
 def _postgres_engine(
     url: URL, *, pool_size: int, max_overflow: int, echo: bool, pre_ping: bool = True
 ) -> AsyncEngine:
-    connect_args: dict[str, Any] = {}
-    if "connect_timeout" not in url.query:
-        connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
-    if "application_name" not in url.query:
-        connect_args["application_name"] = "toolloop"
+    connect_args = _postgres_defaults(url)
     return create_async_engine(
         url,
         echo=echo,

@@ -243,20 +243,12 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
 ) -> None:
     # The start's transaction is taken and held in flight; the calls settle meanwhile.
     # The end must still share the receipts' transaction: one commit to wait for, not two.
-    writer = app.state.runtime.writer
+    runtime = app.state.runtime
+    writer = runtime.writer
     in_flight = asyncio.Event()
     released = asyncio.Event()
-    process = app.state.runtime.sqlite_process
-    if process is None and writer._hold:  # PostgreSQL: the writer's held connection
-        connection = writer._connection
-
-        async def held_connection() -> Any:
-            in_flight.set()
-            await released.wait()
-            return await connection()
-
-        monkeypatch.setattr(writer, "_connection", held_connection)
-    elif process is None:
+    process = runtime.sqlite_process or runtime.postgres_process
+    if process is None:
         sessions = writer._sessions
 
         @asynccontextmanager
@@ -267,13 +259,13 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
                 yield session
 
         monkeypatch.setattr(writer, "_sessions", held_session)
-    else:  # the batch goes to the SQLite writer process, with no session of this process
+    else:  # the batch goes to the writer process, with no session of this process
         execute = process.execute
 
-        async def held_execute(statements: Any) -> None:
+        async def held_execute(statements: Any) -> Any:
             in_flight.set()
             await released.wait()
-            await execute(statements)
+            return await execute(statements)
 
         monkeypatch.setattr(process, "execute", held_execute)
     end_run_with = writer.end_run_with

@@ -1,5 +1,5 @@
-"""The runtime's SQLite WAL checkpointer and writer process: started with the
-service, stopped with it."""
+"""The runtime's SQLite WAL checkpointer and the databases' writer processes:
+started with the service, stopped with it."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
-from app.service.runtime import Runtime
+from app.service.runtime import Runtime, _postgres_writer_process
 from app.settings import Settings
+from app.store.database import DatabaseUnavailable
 from tests.observability.metrics_reading import value
 from tests.router.http_support import running
 
@@ -63,12 +65,57 @@ async def test_no_checkpointer_when_its_interval_is_zero(sqlite_url: str) -> Non
 
 
 @pytest.mark.postgres
-async def test_postgresql_has_no_checkpointer_and_no_writer_process(postgres_url: str) -> None:
+async def test_postgresql_gets_a_writer_process_for_the_life_of_the_service(
+    postgres_url: str,
+) -> None:
     settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=postgres_url)
-    async with _running(settings) as (runtime, _client):
+    starts = value("toolloop_postgres_writer_starts_total")
+    async with _running(settings) as (runtime, client):
         assert runtime.checkpointer is None
         assert runtime.sqlite_process is None
+        process = runtime.postgres_process
+        assert process is not None
+        assert runtime.writer._postgres_process is process
         assert runtime.writer._linger_s == 0.002
+        assert value("toolloop_postgres_writer_starts_total") == starts + 1  # before any batch
+        pid = process.pid
+        assert pid is not None
+        assert pid != os.getpid()
+        database = make_url(postgres_url).database
+        assert database is not None
+        # The connection string went through the pipe: `ps` shows arguments to everyone.
+        assert not any(database in argument for argument in _arguments(pid))
+        response = await client.post("/plans/sequential", json=PLAN)
+        assert response.status_code == 200
+        assert process.commits >= 1
+        async with runtime.sessions() as session:
+            receipts = await session.scalar(text("SELECT count(*) FROM receipts"))
+        assert receipts == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.postgres
+async def test_no_postgresql_writer_process_when_switched_off(postgres_url: str) -> None:
+    settings = Settings(
+        registries=[EXAMPLE_REGISTRY], database_url=postgres_url, postgres_writer_process=False
+    )
+    async with _running(settings) as (runtime, client):
+        assert runtime.postgres_process is None
+        assert runtime.writer._postgres_process is None
+        assert runtime.writer._hold  # through the writer's own connection, on the loop
+        response = await client.post("/plans/sequential", json=PLAN)
+        assert response.status_code == 200
+
+
+async def test_a_postgresql_writer_process_that_cannot_connect_is_an_unavailable_database() -> None:
+    url = "postgresql+psycopg://postgres:secret@127.0.0.1:1/x"
+    settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=url)
+    with pytest.raises(DatabaseUnavailable) as raised:
+        await _postgres_writer_process(settings)
+    message = str(raised.value)
+    assert message.startswith("database unavailable at 127.0.0.1:1/x: ")
+    assert "secret" not in message
 
 
 def _arguments(pid: int) -> list[str]:

@@ -1,12 +1,12 @@
-"""The group commit on SQLite through the writer process: the same transactions,
-and a batch written exactly once when the process ends around its commit."""
+"""The group commit through the database's writer process (SQLite's, PostgreSQL's):
+the same transactions, and a batch written exactly once when the process ends
+around its commit."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +18,16 @@ from app.engine.ports import CachedOutput
 from app.service import writer as writer_module
 from app.service.run_records import run_end
 from app.service.writer import GroupCommitWriter
-from app.store.database import create_session_factory, sqlite_pragmas
+from app.store.database import (
+    create_session_factory,
+)
+from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from app.store.sqlite_writer import SqliteWriterProcess, WriterProcessGone
+from app.store.sqlite_writer import SqliteWriterProcess
+from app.store.writer_process import WriterProcess, WriterProcessGone
 from tests.observability.metrics_reading import value
 from tests.store.factories import key_row
 from tests.writer_support import (
@@ -33,24 +37,28 @@ from tests.writer_support import (
     listeners_read_rows_only_when_they_read,
     running_writer,
     started_run,
+    started_writer_process,
     succeeded_receipt,
 )
 
-STARTS = "toolloop_sqlite_writer_starts_total"
+STARTS = {
+    "sqlite": "toolloop_sqlite_writer_starts_total",
+    "postgresql": "toolloop_postgres_writer_starts_total",
+}
+WriterProcessOf = SqliteWriterProcess | PostgresWriterProcess
 
 
 @pytest.fixture
-def database_url(sqlite_url: str) -> str:
-    """SQLite files only: the writer process is SQLite's."""
-    return sqlite_url
+async def process(database_url: str, engine: AsyncEngine) -> AsyncIterator[WriterProcessOf]:
+    async with started_writer_process(database_url) as process:
+        yield process
 
 
-@pytest.fixture
-async def process(sqlite_url: str, engine: AsyncEngine) -> AsyncIterator[SqliteWriterProcess]:
-    process = SqliteWriterProcess(Path(sqlite_url.split(":///", 1)[1]), sqlite_pragmas())
-    await process.start()
-    yield process
-    await process.aclose()
+def _through(process: WriterProcessOf) -> dict[str, Any]:
+    """The writer's option that sends its transactions to `process`."""
+    if isinstance(process, SqliteWriterProcess):
+        return {"sqlite_process": process}
+    return {"postgres_process": process}
 
 
 async def _stored(engine: AsyncEngine, run_id: str = RUN_ID) -> list[tuple[str, int, Any]]:
@@ -60,13 +68,13 @@ async def _stored(engine: AsyncEngine, run_id: str = RUN_ID) -> list[tuple[str, 
 
 
 async def test_runs_receipts_keys_and_ends_commit_in_the_process_together(
-    engine: AsyncEngine, process: SqliteWriterProcess
+    engine: AsyncEngine, process: WriterProcessOf
 ) -> None:
     here = CommitCounter(engine)
     checkouts: list[object] = []
     event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(args))
     key = key_row("k", "run-2")
-    async with running_writer(engine, linger_s=0.005, sqlite_process=process) as writer:
+    async with running_writer(engine, linger_s=0.005, **_through(process)) as writer:
         claimed = writer.claim_run(key, started_run("run-2", caller="ops"))
         receipts = [
             writer.submit(succeeded_receipt(seq, {"n": seq})._replace(run_id="run-2"))
@@ -101,14 +109,14 @@ async def test_runs_receipts_keys_and_ends_commit_in_the_process_together(
 
 
 async def test_a_batch_with_cache_entries_is_written_in_this_process(
-    engine: AsyncEngine, process: SqliteWriterProcess
+    engine: AsyncEngine, process: WriterProcessOf
 ) -> None:
     # Cache upserts and superseded receipts take statements of their own: such a
     # batch stays on this process's connection, in one transaction.
     here = CommitCounter(engine)
     now = datetime.now(UTC)
     entry = CachedOutput("sha256:" + "c" * 64, HASH, "t", {"n": 0}, "r0", now, None)
-    async with running_writer(engine, sqlite_process=process) as writer:
+    async with running_writer(engine, **_through(process)) as writer:
         await writer.submit(succeeded_receipt(0, {"n": 0}), entry)
     assert here.count == 1
     assert process.commits == 0
@@ -120,16 +128,15 @@ async def test_a_batch_with_cache_entries_is_written_in_this_process(
 @pytest.mark.parametrize("ends", ["before its commit", "after its commit"])
 async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
     engine: AsyncEngine,
-    process: SqliteWriterProcess,
+    process: WriterProcessOf,
     monkeypatch: pytest.MonkeyPatch,
     ends: str,
 ) -> None:
-    original = SqliteWriterProcess._exchange
+    kind = type(process)
+    original = kind._exchange
     ended: list[int] = []
 
-    async def ending(
-        self: SqliteWriterProcess, child: asyncio.subprocess.Process, payload: bytes
-    ) -> Any:
+    async def ending(self: WriterProcess, child: asyncio.subprocess.Process, payload: bytes) -> Any:
         if ended:
             return await original(self, child, payload)
         ended.append(child.pid)
@@ -140,11 +147,11 @@ async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
         await original(self, child, payload)  # committed; the answer is lost
         child.kill()
         await child.wait()
-        raise WriterProcessGone("the SQLite writer process ended (killed)")
+        raise WriterProcessGone(f"{self.name} ended (killed)")
 
-    monkeypatch.setattr(SqliteWriterProcess, "_exchange", ending)
-    starts = value(STARTS)
-    async with running_writer(engine, sqlite_process=process) as writer:
+    monkeypatch.setattr(kind, "_exchange", ending)
+    starts = value(STARTS[engine.dialect.name])
+    async with running_writer(engine, **_through(process)) as writer:
         await asyncio.gather(*(writer.submit(succeeded_receipt(s, {"n": s})) for s in range(3)))
     assert len(ended) == 1
     assert await _stored(engine) == [(f"r{s}", s, {"n": s}) for s in range(3)]
@@ -152,15 +159,17 @@ async def test_a_batch_is_written_once_when_the_process_ends_around_its_commit(
         assert (process.started, process.commits) == (2, 1)
     else:  # the retry found the batch stored and sent nothing (its answer was lost)
         assert (process.started, process.commits) == (1, 0)
-    assert value(STARTS) == starts + process.started  # the first start, and the restart
+    assert (
+        value(STARTS[engine.dialect.name]) == starts + process.started
+    )  # the first start, and the restart
 
 
 async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
-    engine: AsyncEngine, process: SqliteWriterProcess, caplog: pytest.LogCaptureFixture
+    engine: AsyncEngine, process: WriterProcessOf, caplog: pytest.LogCaptureFixture
 ) -> None:
     orphan = succeeded_receipt(0, {"n": 0})._replace(run_id="no-such-run")
-    async with running_writer(engine, sqlite_process=process) as writer:
-        with pytest.raises(DBAPIError, match=r"FOREIGN KEY"):
+    async with running_writer(engine, **_through(process)) as writer:
+        with pytest.raises(DBAPIError, match=r"(?i)foreign key"):
             await writer.submit(orphan)
         assert "group commit of 1 receipts failed" in caplog.text
         await writer.submit(succeeded_receipt(1, {"n": 1}))  # the next batch commits
@@ -168,20 +177,18 @@ async def test_a_refused_batch_fails_its_waiters_with_the_driver_s_error(
 
 
 async def test_listeners_read_the_rows_the_process_stored_and_only_when_they_read(
-    engine: AsyncEngine, process: SqliteWriterProcess, monkeypatch: pytest.MonkeyPatch
+    engine: AsyncEngine, process: WriterProcessOf, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await listeners_read_rows_only_when_they_read(
-        engine, engine, monkeypatch, sqlite_process=process
-    )
+    await listeners_read_rows_only_when_they_read(engine, engine, monkeypatch, **_through(process))
 
 
 @pytest.mark.parametrize("columns", ["RECEIPT_COLUMNS", "AUDIT_COLUMNS"])
 def test_a_writer_whose_tuples_are_not_their_table_s_columns_refuses_to_start(
     engine: AsyncEngine,
-    process: SqliteWriterProcess,
+    process: WriterProcessOf,
     monkeypatch: pytest.MonkeyPatch,
     columns: str,
 ) -> None:
     monkeypatch.setattr(writer_module, columns, getattr(writer_module, columns)[::-1])
     with pytest.raises(RuntimeError, match="tables' columns"):
-        GroupCommitWriter(create_session_factory(engine), sqlite_process=process)
+        GroupCommitWriter(create_session_factory(engine), **_through(process))

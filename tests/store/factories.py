@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from app.store.database import create_database_engine, create_session_factory
+from app.store.migrate import upgrade_database
 from app.store.models import Run
 from app.store.repositories import ContractSnapshotRepository, RunRepository
 
@@ -100,4 +104,42 @@ def key_row(key: str, run_id: str, *, caller: str = "ops") -> dict[str, Any]:
         "run_id": run_id,
         "created_at": now,
         "expires_at": now + timedelta(days=1),
+    }
+
+
+@asynccontextmanager
+async def migrated_engine(url: str) -> AsyncIterator[AsyncEngine]:
+    """The database at head, holding run "run-0" (and the contract snapshot runs need)."""
+    await upgrade_database(url)
+    engine = create_database_engine(url)
+    try:
+        async with create_session_factory(engine).begin() as session:
+            await create_run(session, "run-0")
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def audit_row(run_id: str, text: str) -> dict[str, Any]:
+    """A call's finished event (`AuditEvent` column names), its detail holding `text`."""
+    return {
+        "run_id": run_id,
+        "at": T0 + timedelta(microseconds=7),
+        "kind": "call.finished",
+        "caller": None,
+        "tool": "transform",
+        "call_key": "c0",
+        "item_key": None,
+        "detail": {"seq": 0, "status": "succeeded", "text": text},
+    }
+
+
+def run_end_row(run_id: str, calls: int) -> dict[str, Any]:
+    """A run's successful end after `calls` calls (`BulkWrite.finish_runs`)."""
+    return {
+        "run_id": run_id,
+        "status": "succeeded",
+        "outcome": {"n": calls},
+        "call_count": calls,
+        "finished_at": T0 + timedelta(seconds=3),
     }

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiosqlite
+import psycopg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -20,6 +21,7 @@ from app.store.database import (
     create_writer_engine,
     database_target,
     display_url,
+    postgres_conninfo,
     sqlite_file,
 )
 
@@ -148,6 +150,38 @@ async def test_in_memory_sqlite_works() -> None:
     finally:
         await engine.dispose()
     assert database_target(engine.url) == ":memory:"
+
+
+def test_the_postgres_conninfo_is_the_url_for_libpq_with_the_service_s_defaults() -> None:
+    conninfo = postgres_conninfo("postgresql+psycopg://app:s%40cret@db.example:5433/tl")
+    assert conninfo is not None
+    parsed = psycopg.conninfo.conninfo_to_dict(conninfo)
+    assert parsed == {
+        "user": "app",
+        "password": "s@cret",
+        "host": "db.example",
+        "port": "5433",
+        "dbname": "tl",
+        "connect_timeout": "5",
+        "application_name": "toolloop",
+    }
+
+
+def test_the_postgres_conninfo_keeps_what_the_url_sets() -> None:
+    url = (
+        "postgresql+psycopg://app@/tl?host=/run/postgresql&application_name=mine"
+        "&connect_timeout=9&options=-csearch_path%3Dother"
+    )
+    conninfo = postgres_conninfo(url)
+    assert conninfo is not None
+    parsed = psycopg.conninfo.conninfo_to_dict(conninfo)
+    assert parsed["host"] == "/run/postgresql"
+    assert (parsed["application_name"], parsed["connect_timeout"]) == ("mine", "9")
+    assert parsed["options"] == "-csearch_path=other"
+
+
+def test_there_is_no_postgres_conninfo_for_sqlite(sqlite_url: str) -> None:
+    assert postgres_conninfo(sqlite_url) is None
 
 
 def test_display_url_hides_passwords() -> None:

@@ -52,12 +52,13 @@ import aiosqlite
 import psycopg
 from orjson import Fragment
 from sqlalchemy import JSON, BigInteger, Boolean, ColumnDefault, Float, Integer, String, Table
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from app.store import sqlite_statements
+from app.store import postgres_statements, sqlite_statements
 from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt, Run
 from app.store.postgres_literals import Literals, NotALiteral, literal_template
+from app.store.postgres_writer import PostgresStatementFailed, PostgresWriterProcess
 from app.store.serialization import dumps, json_bytes
 from app.store.sqlite_statements import CLAIM_STATEMENT, SqliteClaims, SqliteStatement
 from app.store.sqlite_writer import SqliteWriterProcess, StatementFailed, WriterProcessGone
@@ -458,6 +459,22 @@ def _claim_postgres() -> str:
     )
 
 
+@cache
+def _claim_postgres_rows() -> tuple[str, str]:
+    """The writer process's claim, one key per execution (returning the run's id
+    when it claimed the key), and its insert of a claimed key's run."""
+    keys, runs = _layout_of(IdempotencyKey), _layout_of(Run)
+    return (
+        f'{_postgres_values_sql(keys)} {_claim_sets("idempotency_keys")} RETURNING "run_id"',
+        _postgres_values_sql(runs),
+    )
+
+
+def _postgres_values_sql(layout: _Layout) -> str:
+    """The layout's insert of one row, with psycopg's placeholders."""
+    return layout.insert_sql.replace("?", "%s")
+
+
 # A claimed key's final response (`IdempotencyRepository.complete`); a None `run_id`
 # keeps the stored one. On PostgreSQL too, one statement per key (a batch holds
 # a few, one per run ending in it), each found through the primary key: the
@@ -703,14 +720,21 @@ class BulkWrite:
         _committed(connection)
 
     async def execute_in(
-        self, process: SqliteWriterProcess, rendered: RenderedTimes | None = None
+        self,
+        process: SqliteWriterProcess | PostgresWriterProcess,
+        rendered: RenderedTimes | None = None,
     ) -> None:
-        """On SQLite, through the writer process: the statements and their commit
-        in its transaction (`execute` with `commit=True`, on its connection).
-        A process that ended while the batch was in flight raises `DBAPIError`
-        with `connection_invalidated` set: the batch may or may not have committed.
-        `rendered`: datetimes already rendered for the batch (`sqlite_time`)."""
+        """Through the database's writer process: the statements and their commit in
+        its transaction (`execute` with `commit=True`, on its connection); on
+        PostgreSQL each table's rows by binary COPY. A process that ended while
+        the batch was in flight (or, on PostgreSQL, lost its connection) raises
+        `DBAPIError` with `connection_invalidated` set: the batch may or may not
+        have committed. `rendered` (SQLite): datetimes already rendered for the
+        batch (`sqlite_time`)."""
         if not self._steps:
+            return
+        if isinstance(process, PostgresWriterProcess):
+            await self._in_postgres_process(process)
             return
         statements = self._sqlite_statements({} if rendered is None else rendered)
         try:
@@ -720,13 +744,67 @@ class BulkWrite:
                 exc.statement or CLAIM_STATEMENT, None, exc.error, sqlite3.Error
             ) from exc
         except WriterProcessGone as exc:
+            raise _gone(exc, sqlite3.OperationalError, sqlite3.Error) from exc
+
+    async def _in_postgres_process(self, process: PostgresWriterProcess) -> None:
+        operations, claims = self._postgres_operations()
+        try:
+            won = await process.execute(operations)
+        except PostgresStatementFailed as exc:
             raise DBAPIError.instance(
-                "COMMIT",
+                exc.statement,
                 None,
-                sqlite3.OperationalError(str(exc)),
-                sqlite3.Error,
-                connection_invalidated=True,
+                exc.error,
+                psycopg.Error,
+                connection_invalidated=exc.connection_lost,
             ) from exc
+        except WriterProcessGone as exc:
+            raise _gone(exc, psycopg.OperationalError, psycopg.Error) from exc
+        for target, ids in zip(claims, won, strict=True):
+            target.update(ids)
+
+    def _postgres_operations(self) -> tuple[list[tuple[Any, ...]], list[set[str]]]:
+        """The steps as the writer process's operations (`app.store.postgres_statements`),
+        and where each claim's won run ids go. Every row is encoded here, before
+        anything is sent: a row that cannot be stored sends nothing."""
+        operations: list[tuple[Any, ...]] = []
+        claims: list[set[str]] = []
+        for step in self._steps:
+            if isinstance(step, _Insert):
+                layout = step.layout
+                rows = _encode(layout, step.rows, sqlite=False)
+                operations.append(
+                    (postgres_statements.COPY, layout.copy_sql, layout.copy_types, rows)
+                )
+            elif isinstance(step, _PostgresEncoded):
+                layout = step.layout
+                operations.append(
+                    (postgres_statements.COPY, layout.copy_sql, layout.copy_types, step.copied())
+                )
+            elif isinstance(step, _Finish):
+                operations.append(
+                    (postgres_statements.MANY, _FINISH_POSTGRES_ROWS, _end_parameters(step.ends))
+                )
+            elif isinstance(step, _Claim):
+                keys = _encode(_layout_of(IdempotencyKey), step.key_rows, sqlite=False)
+                runs = _encode(_layout_of(Run), step.run_rows, sqlite=False)
+                ids = [row["id"] for row in step.run_rows]
+                claim_sql, insert_sql = _claim_postgres_rows()
+                operations.append(
+                    (postgres_statements.CLAIM, claim_sql, insert_sql, keys, runs, ids)
+                )
+                claims.append(step.won)
+            elif isinstance(step, _Complete):
+                operations.append(
+                    (postgres_statements.MANY, _COMPLETE_POSTGRES, _completions(step.rows))
+                )
+            elif isinstance(step, _Release):
+                operations.append(
+                    (postgres_statements.MANY, _RELEASE_POSTGRES, _releases(step.rows))
+                )
+            else:
+                raise NotImplementedError("rows encoded for SQLite cannot go to PostgreSQL")
+        return operations, claims
 
     def _sqlite_statements(self, rendered: RenderedTimes) -> list[SqliteStatement]:
         statements: list[SqliteStatement] = []
@@ -963,6 +1041,11 @@ async def _send_whole(
         await _raise_postgres(connection, raw, named, exc)
     finally:
         await _end_own_transaction(connection, driver)
+
+
+def _gone(exc: WriterProcessGone, error: type[Exception], base: type[Exception]) -> StatementError:
+    """A writer process that ended, as the driver's error for a dropped connection."""
+    return DBAPIError.instance("COMMIT", None, error(str(exc)), base, connection_invalidated=True)
 
 
 def _committed(connection: AsyncConnection) -> None:
