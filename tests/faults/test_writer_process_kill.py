@@ -1,4 +1,5 @@
-"""The SQLite writer process killed again and again under a real `toolloop serve`.
+"""The database's writer process (SQLite's, PostgreSQL's) killed again and again under a
+real `toolloop serve`.
 
 Plans keep coming from a few clients while the writer process is SIGKILLed
 every 150 ms. Every plan answered as succeeded has each of its receipts
@@ -31,8 +32,8 @@ KILL_EVERY_S = 0.15
 
 
 @pytest.fixture
-def server(tmp_path: Path, registry: Path, sqlite_url: str) -> Iterator[ServerProcess]:
-    server = ServerProcess(tmp_path, [], server_env(registry, sqlite_url))
+def server(tmp_path: Path, registry: Path, database_url: str) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path, [], server_env(registry, database_url))
     try:
         server.wait_until_answering()
         yield server
@@ -51,7 +52,7 @@ def _writer_pid(server: ServerProcess) -> int | None:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"sqlite_statements.py" in command:
+        if b"sqlite_statements.py" in command or b"postgres_statements.py" in command:
             return int(child)
     return None
 
