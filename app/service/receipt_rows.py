@@ -26,7 +26,7 @@ from app.store.repositories.audit import (
     MICROSECOND,
     STARTED_DETAIL,
 )
-from app.store.repositories.bulk import RenderedTimes, sqlite_audit_values, sqlite_time
+from app.store.repositories.bulk import RenderedTimes, audit_row_values, sqlite_time
 from app.store.serialization import dumps
 
 
@@ -170,10 +170,13 @@ def audit_event_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict
 
 
 def audit_event_values(
-    events: Sequence[AuditEvent | dict[str, Any]], rendered: RenderedTimes
+    events: Sequence[AuditEvent | dict[str, Any]], rendered: RenderedTimes | None
 ) -> list[tuple[Any, ...]]:
-    """`audit_event_rows(events)` as SQLite's driver takes them (`BulkWrite.add_encoded_audit`),
-    column for column (`AUDIT_COLUMNS`), with no row in between for the engine's events."""
+    """`audit_event_rows(events)` as SQLite's driver takes them (`BulkWrite.add_encoded_audit`)
+    or, with `rendered` None, PostgreSQL's (`BulkWrite.add_postgres_audit`), column for
+    column (`AUDIT_COLUMNS`), with no row in between for the engine's events.
+    PostgreSQL's datetimes stay datetimes, and a naive one is refused here, as the
+    bulk insert would refuse it."""
     values: list[tuple[Any, ...]] = []
     for item in _grouped(events):
         if isinstance(item, list):
@@ -183,7 +186,7 @@ def audit_event_values(
                 values.append(
                     (
                         run_id,
-                        sqlite_time(at, rendered),
+                        _stored_time(at, rendered),
                         EVENTS_ROW_KIND,
                         caller,
                         None,
@@ -197,12 +200,12 @@ def audit_event_values(
         else:
             event = item
         if isinstance(event, dict):
-            values.append(sqlite_audit_values(event, rendered))
+            values.append(audit_row_values(event, rendered))
             continue
         values.append(
             (
                 event.run_id,
-                sqlite_time(event.at, rendered),
+                _stored_time(event.at, rendered),
                 _KIND_TEXT[event.kind],
                 event.caller,
                 event.tool,
@@ -212,6 +215,16 @@ def audit_event_values(
             )
         )
     return values
+
+
+def _stored_time(value: datetime, rendered: RenderedTimes | None) -> datetime | str:
+    """As SQLite stores it (`sqlite_time`) or, with `rendered` None, the datetime itself,
+    which must be aware."""
+    if rendered is not None:
+        return sqlite_time(value, rendered)
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()} cannot be stored; use UTC")
+    return value
 
 
 # The columns of `audit_event_values`: `bulk.audit_columns()`, which the writer

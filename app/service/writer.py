@@ -295,7 +295,7 @@ class GroupCommitWriter:
         self._engine = bind if isinstance(bind, AsyncEngine) else None
         self._hold = self._engine is not None and self._engine.dialect.name == "postgresql"
         self._held: AsyncConnection | None = None
-        if (sqlite_process is not None or self._hold) and (
+        if (sqlite_process is not None or postgres_process is not None or self._hold) and (
             receipt_columns() != RECEIPT_COLUMNS or audit_columns() != AUDIT_COLUMNS
         ):
             raise RuntimeError(
@@ -739,11 +739,16 @@ class GroupCommitWriter:
             engine_receipts, encoded = [], []
         if self._unstarted:
             rows, cache_rows, run_ends = self._leave_out_unstarted(rows, cache_rows, run_ends)
-        # To the writer process, the engine's events go as driver tuples too; rows
+        # To a writer process, the engine's events go as driver tuples too; rows
         # otherwise (and where replaced receipts add audit rows).
-        direct = self._process is not None and not (self._superseded or cache_rows)
+        process = self._process or self._postgres_process
+        direct = process is not None and not (self._superseded or cache_rows)
         audit = [] if direct else audit_event_rows(events)
-        audit_values = audit_event_values(events, rendered) if direct else []
+        audit_values = (
+            audit_event_values(events, None if self._process is None else rendered)
+            if direct
+            else []
+        )
         started = perf_counter()
         # Stamped here, not by the column default, so listeners see the stored row.
         created_at = datetime.now(UTC)
@@ -822,9 +827,12 @@ class GroupCommitWriter:
                 )
             else:
                 batch.add_encoded_receipts(encoded)
-            batch.add_audit(audit).add_encoded_audit(audit_values).finish_runs(
-                updated_ends
-            ).complete_keys(completions).release_keys(releases)
+            batch.add_audit(audit)
+            if self._postgres_process is not None:
+                batch.add_postgres_audit(audit_values)
+            else:
+                batch.add_encoded_audit(audit_values)
+            batch.finish_runs(updated_ends).complete_keys(completions).release_keys(releases)
             if self._process is not None:
                 # The process's connection: no session.
                 await batch.execute_in(self._process, rendered)

@@ -23,6 +23,7 @@ from app.service.receipt_rows import (
     receipt_row,
     receipt_values,
 )
+from app.store.models import AuditEvent as AuditTable
 from app.store.models import Receipt as ReceiptTable
 from app.store.repositories.audit import (
     CALL_PAIR_KIND,
@@ -36,6 +37,7 @@ from app.store.repositories.bulk import (
     _encode,
     _layout_of,
     _PostgresEncoded,
+    _PostgresTuples,
     audit_columns,
     receipt_columns,
     sqlite_time,
@@ -340,10 +342,10 @@ def test_receipt_values_follow_the_receipts_table_s_columns() -> None:
     assert audit_columns() == AUDIT_COLUMNS
 
 
-def test_audit_event_values_are_the_bulk_insert_s_driver_rows_of_audit_event_rows() -> None:
+def _varied_events() -> list[AuditEvent | dict[str, Any]]:
     accepted = {**run_event("plan.accepted"), "detail": {"n": [1, 2], "text": "ünïcode"}}
     read_only = finished(4)._replace(detail=MappingProxyType(dict(finished(4).detail)))
-    events = [
+    return [
         accepted,
         started(1),
         finished(1),
@@ -361,6 +363,9 @@ def test_audit_event_values_are_the_bulk_insert_s_driver_rows_of_audit_event_row
         run_event("plan.finished"),
     ]
 
+
+def test_audit_event_values_are_the_bulk_insert_s_driver_rows_of_audit_event_rows() -> None:
+    events = _varied_events()
     rows = audit_event_rows(events)
     values = audit_event_values(events, {})
 
@@ -371,11 +376,32 @@ def test_audit_event_values_are_the_bulk_insert_s_driver_rows_of_audit_event_row
     assert direct == through_rows
 
 
-def test_an_audit_event_with_a_naive_time_is_refused_either_way() -> None:
+def test_audit_event_values_for_postgresql_are_the_bulk_insert_s_copy_rows() -> None:
+    events = _varied_events()
+    values = audit_event_values(events, None)
+
+    direct = BulkWrite().add_postgres_audit(values)._steps[0]
+    through_rows = _encode(_layout_of(AuditTable), audit_event_rows(events), sqlite=False)
+
+    assert isinstance(direct, _PostgresTuples)
+    assert list(direct.values) == through_rows
+    assert all(isinstance(row[1], datetime) and row[1].tzinfo is not None for row in values)
+    with pytest.raises(NotImplementedError, match="cannot go to SQLite"):
+        BulkWrite().add_postgres_audit(values)._sqlite_statements({})
+
+
+@pytest.mark.parametrize("rendered", [{}, None], ids=["sqlite", "postgresql"])
+def test_an_audit_event_with_a_naive_time_is_refused_either_way(
+    rendered: dict[int, tuple[datetime, str]] | None,
+) -> None:
     events = [started(1), finished(1, at=datetime(2026, 11, 30, 12, 0, 1)), started(2)]
     events.append(events[1]._replace(detail={"receipt_id": "r9"}))
 
     with pytest.raises(ValueError, match="naive datetime"):
-        audit_event_values(events, {})
+        audit_event_values(events, rendered)
+    with pytest.raises(ValueError, match="naive datetime"):
+        audit_event_values([events[1]], rendered)  # an event alone: its own row
+    with pytest.raises(ValueError, match="naive datetime"):
+        BulkWrite().add_audit(audit_event_rows(events))._sqlite_statements({})
     with pytest.raises(ValueError, match="naive datetime"):
         BulkWrite().add_audit(audit_event_rows(events))._sqlite_statements({})

@@ -23,7 +23,7 @@ from app.store.database import (
     create_session_factory,
     postgres_conninfo,
 )
-from app.store.models import Receipt
+from app.store.models import AuditEvent, Receipt
 from app.store.postgres_writer import PostgresStatementFailed, PostgresWriterProcess
 from app.store.repositories.bulk import BulkWrite, _encode, _layout_of
 from tests.conftest import _scratch_postgres_database
@@ -98,6 +98,7 @@ def _batch(run_id: str) -> BulkWrite:
         .add_receipts([receipt_row(run_id, 0), receipt_row(run_id, 1, output=None)])
         .add_postgres_receipts(_receipt_values(queued), T0 + timedelta(seconds=9))
         .add_audit([audit_row(run_id, "é\u2028\\u0000")])
+        .add_postgres_audit(_encode(_layout_of(AuditEvent), [audit_row(run_id, "")], sqlite=False))
         .finish_runs([run_end_row(run_id, 4)])
         .complete_keys(
             [
@@ -133,7 +134,7 @@ async def test_a_batch_written_by_the_process_reads_back_as_one_written_here(
         assert _table(postgres_url, table) == _table(other_postgres_url, table)
     assert len(_table(postgres_url, "receipts")) == 4
     assert [row[0] for row in _table(postgres_url, "runs")] == ["run-1", "run-1-keyed"]
-    assert len(_table(postgres_url, "audit_events")) == 1
+    assert len(_table(postgres_url, "audit_events")) == 2
 
 
 async def test_claims_in_the_process_say_which_runs_were_inserted(

@@ -234,9 +234,11 @@ def audit_columns() -> tuple[str, ...]:
     return _layout_of(AuditEvent).columns
 
 
-def sqlite_audit_values(row: Mapping[str, Any], rendered: RenderedTimes) -> tuple[Any, ...]:
-    """An audit row (`AuditEvent` column names) as SQLite's driver takes it."""
-    return _encode(_layout_of(AuditEvent), [row], sqlite=True, rendered=rendered)[0]
+def audit_row_values(row: Mapping[str, Any], rendered: RenderedTimes | None) -> tuple[Any, ...]:
+    """An audit row (`AuditEvent` column names) as SQLite's driver takes it or, with
+    `rendered` None, PostgreSQL's."""
+    sqlite = rendered is not None
+    return _encode(_layout_of(AuditEvent), [row], sqlite=sqlite, rendered=rendered)[0]
 
 
 def _encode(
@@ -552,6 +554,15 @@ class _PostgresEncoded:
 
 
 @dataclass(frozen=True, slots=True)
+class _PostgresTuples:
+    """Rows already in PostgreSQL's driver form (`BulkWrite.add_postgres_audit`),
+    always written by COPY."""
+
+    layout: _Layout
+    values: Sequence[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Finish:
     ends: Sequence[Mapping[str, Any]]
 
@@ -566,7 +577,16 @@ class _Release:
     rows: Sequence[Mapping[str, Any]]
 
 
-_Step = _Insert | _Encoded | _PostgresEncoded | _Finish | _Claim | _Complete | _Release
+_Step = (
+    _Insert
+    | _Encoded
+    | _PostgresEncoded
+    | _PostgresTuples
+    | _Finish
+    | _Claim
+    | _Complete
+    | _Release
+)
 
 
 class BulkWrite:
@@ -640,6 +660,13 @@ class BulkWrite:
         ids are assigned in row order. SQLite only."""
         if values:
             self._steps.append(_Encoded(_layout_of(AuditEvent), values))
+        return self
+
+    def add_postgres_audit(self, values: Sequence[tuple[Any, ...]]) -> BulkWrite:
+        """Audit rows already encoded as PostgreSQL's driver takes them (`audit_columns`;
+        datetimes aware); ids are assigned in row order. By COPY. PostgreSQL only."""
+        if values:
+            self._steps.append(_PostgresTuples(_layout_of(AuditEvent), values))
         return self
 
     def add_runs(self, rows: Sequence[Mapping[str, Any]]) -> BulkWrite:
@@ -770,16 +797,15 @@ class BulkWrite:
         operations: list[tuple[Any, ...]] = []
         claims: list[set[str]] = []
         for step in self._steps:
-            if isinstance(step, _Insert):
+            if isinstance(step, _Insert | _PostgresEncoded | _PostgresTuples):
                 layout = step.layout
-                rows = _encode(layout, step.rows, sqlite=False)
+                rows: Sequence[tuple[Any, ...]]
+                if isinstance(step, _Insert):
+                    rows = _encode(layout, step.rows, sqlite=False)
+                else:
+                    rows = step.copied() if isinstance(step, _PostgresEncoded) else step.values
                 operations.append(
                     (postgres_statements.COPY, layout.copy_sql, layout.copy_types, rows)
-                )
-            elif isinstance(step, _PostgresEncoded):
-                layout = step.layout
-                operations.append(
-                    (postgres_statements.COPY, layout.copy_sql, layout.copy_types, step.copied())
                 )
             elif isinstance(step, _Finish):
                 operations.append(
@@ -814,7 +840,7 @@ class BulkWrite:
                 statements.append((step.layout.insert_sql, encoded))
             elif isinstance(step, _Encoded):
                 statements.append((step.layout.insert_sql, list(step.values)))
-            elif isinstance(step, _PostgresEncoded):
+            elif isinstance(step, _PostgresEncoded | _PostgresTuples):
                 raise NotImplementedError("rows encoded for PostgreSQL cannot go to SQLite")
             elif isinstance(step, _Finish):
                 statements.append((_FINISH_SQLITE, _sqlite_ends(step.ends, rendered)))
@@ -877,6 +903,8 @@ class BulkWrite:
                     if batch is None
                     else _Sent(step.layout.json_sql, (batch,))
                 )
+            elif isinstance(step, _PostgresTuples):
+                sent.append(_Copy(step.layout, step.values))
             elif isinstance(step, _Finish):
                 if len(step.ends) <= _FINISH_BY_ROW_MAX:
                     sent.append(_Sent(_FINISH_POSTGRES_ROWS, _end_parameters(step.ends), many=True))
@@ -907,6 +935,8 @@ class BulkWrite:
                     batch = step.json_batch()
                     copied = step.copied() if batch is None else None
                     await _postgres_insert(connection, step.layout, batch, copied)
+                elif isinstance(step, _PostgresTuples):
+                    await _postgres_insert(connection, step.layout, None, step.values)
                 elif isinstance(step, _Finish):
                     await _postgres_ends(connection, step.ends)
                 elif isinstance(step, _Claim):
