@@ -18,11 +18,11 @@ message, connection lost)`. No operations and no commit: a check that the
 process can reach the database.
 An operation is one of:
 
-- `("copy", COPY statement, column types, rows)`: a binary `COPY` of the rows;
-- `("many", statement, rows)`: the statement once per row (one pipeline);
-- `("claim", claim statement, insert statement, keys, runs, run ids)`: each
-  key's claim, which returns a row when it claimed the key, then the runs of
-  the keys claimed, inserted by `insert statement`.
+- `("copy", COPY statement, column types, rows)`: a table's rows, by binary
+  `COPY`;
+- `("many", statement, rows)`: the statement once per row;
+- `("claim", statement, rows)`: the statement once per row, returning the ids
+  of the runs it inserted (idempotency keys' claims).
 
 A lost connection is opened again by the next request. The process ends when
 its input closes.
@@ -71,58 +71,109 @@ def execute_all(
 ) -> list[list[str]]:
     """Every operation, in order, in one transaction, committed with `commit` (and
     rolled back on any failure); the run ids each claim won. `failed` names the
-    statement running when one fails."""
-    won: list[list[str]] = []
-    with conn.cursor() as cursor:
-        failed[:] = ["BEGIN"]
-        cursor.execute("BEGIN")
-        try:
-            for operation in operations:
-                kind = operation[0]
-                failed[:] = [operation[1]]
-                if kind == COPY:
-                    _, statement, types, rows = operation
+    statement running when one fails (in a pipeline, every statement it holds: its
+    error comes when it syncs, with no word of which statement failed).
+
+    Statements go in pipelines, each a round trip however many it holds, and
+    each table's rows by binary `COPY` between them: two round trips, cheap
+    here, where nothing else waits for the answers, and far less of the
+    server's time per row than inserts (docs/benchmarks.md, section 4,
+    twenty-fourth round)."""
+    segments = _segments(operations)
+    last = len(segments) - 1
+    claims: list[psycopg.Cursor[Any]] = []
+    try:
+        with conn.cursor() as cursor:
+            for index, segment in enumerate(segments):
+                if isinstance(segment, tuple):
+                    _, statement, types, rows = segment
+                    failed[:] = [statement]
                     with cursor.copy(statement) as copy:
                         copy.set_types(types)
                         for row in rows:
                             copy.write_row(row)
-                elif kind == MANY:
-                    _, statement, rows = operation
-                    cursor.executemany(statement, rows)
-                elif kind == CLAIM:
-                    won.append(_claim_all(cursor, *operation[1:]))
-                else:
-                    raise ValueError(f"unknown operation {kind!r}")
-            failed[:] = ["COMMIT" if commit else "ROLLBACK"]
-            cursor.execute("COMMIT" if commit else "ROLLBACK")
-        except BaseException:
-            if not conn.broken:
-                conn.rollback()
-            raise
-    return won
+                    continue
+                with conn.pipeline():
+                    end = ("COMMIT" if commit else "ROLLBACK") if index == last else None
+                    _pipelined(conn, cursor, segment, claims, failed, first=index == 0, end=end)
+        return [_returned(claim) for claim in claims]
+    except BaseException:
+        if not conn.broken:
+            conn.rollback()
+        raise
+    finally:
+        for claim in claims:
+            claim.close()
 
 
-def _claim_all(
+def _pipelined(
+    conn: psycopg.Connection[Any],
     cursor: psycopg.Cursor[Any],
-    claim_sql: str,
-    insert_sql: str,
-    keys: Sequence[tuple[Any, ...]],
-    runs: Sequence[tuple[Any, ...]],
-    run_ids: Sequence[str],
-) -> list[str]:
-    cursor.executemany(claim_sql, keys, returning=True)
-    claimed = []
-    index = 0
+    segment: Sequence[tuple[Any, ...]],
+    claims: list[psycopg.Cursor[Any]],
+    failed: list[str],
+    *,
+    first: bool,
+    end: str | None,
+) -> None:
+    """Send the segment's statements, after BEGIN for the `first`, before `end`; `failed`
+    names those sent. A claim's statements go through a cursor of their own (added
+    to `claims`), whose results are read once the pipeline has synced."""
+    sent: list[str] = []
+
+    def send(statement: str) -> None:
+        sent.append(statement)
+        failed[:] = ["; ".join(dict.fromkeys(sent))]
+
+    if first:
+        send("BEGIN")
+        cursor.execute("BEGIN")
+    for operation in segment:
+        kind = operation[0]
+        if kind in (MANY, CLAIM):
+            _, statement, rows = operation
+        else:
+            raise ValueError(f"unknown operation {kind!r}")
+        send(statement)
+        if kind == CLAIM:
+            claim = conn.cursor()
+            claims.append(claim)
+            claim.executemany(statement, rows, returning=True)
+        else:
+            cursor.executemany(statement, rows)
+    if end is not None:
+        send(end)
+        cursor.execute(end)
+
+
+Segment = list[tuple[Any, ...]] | tuple[Any, ...]
+
+
+def _segments(operations: Sequence[tuple[Any, ...]]) -> list[Segment]:
+    """The operations in order: runs of pipelined ones, each `COPY` on its own; the
+    first and the last a pipeline (they hold BEGIN and COMMIT)."""
+    segments: list[Segment] = [[]]
+    for operation in operations:
+        if operation[0] == COPY:
+            segments.append(operation)
+            continue
+        pipeline = segments[-1]
+        if isinstance(pipeline, list):
+            pipeline.append(operation)
+        else:
+            segments.append([operation])
+    if not isinstance(segments[-1], list):
+        segments.append([])
+    return segments
+
+
+def _returned(claim: psycopg.Cursor[Any]) -> list[str]:
+    """The first column of each row the claim's statements returned."""
+    returned: list[str] = []
     while True:
-        if cursor.fetchone() is not None:
-            claimed.append(index)
-        index += 1
-        if not cursor.nextset():
-            break
-    won_runs = [runs[index] for index in claimed]
-    if won_runs:
-        cursor.executemany(insert_sql, won_runs)
-    return [run_ids[index] for index in claimed]
+        returned.extend(row[0] for row in claim.fetchall())
+        if not claim.nextset():
+            return returned
 
 
 def read_frame(source: BinaryIO) -> bytes | None:

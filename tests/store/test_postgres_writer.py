@@ -151,10 +151,23 @@ async def test_claims_in_the_process_say_which_runs_were_inserted(
     )
     await again.execute_in(process)
 
+    # A key the JSON batch cannot take (its text looks like an escaped NUL to the
+    # search that keeps NULs out of JSON): one statement per key instead.
+    odd = BulkWrite()
+    odd_won = odd.claim_runs(
+        [key_row("k\\u0000", "run-5"), key_row("k", "run-6")], [run_row("run-5"), run_row("run-6")]
+    )
+    assert "json_populate_recordset" in first._postgres_operations()[0][0][1]
+    assert "json_populate_recordset" not in odd._postgres_operations()[0][0][1]
+    await odd.execute_in(process)
+
     assert won == {"run-1", "run-3"}
     assert held == {"run-4"}
+    assert odd_won == {"run-5"}
     stored = {row[0] for row in _table(postgres_url, "runs")}
-    assert stored == {"run-1", "run-3", "run-4"}
+    assert stored == {"run-1", "run-3", "run-4", "run-5"}
+    keys = {row[1] for row in _table(postgres_url, "idempotency_keys")}
+    assert keys == {"k", "other", "new", "k\\u0000"}
 
 
 async def test_a_failed_statement_is_the_driver_s_error_and_rolls_the_batch_back(
@@ -225,3 +238,14 @@ def test_the_process_runs_the_statements_file_in_isolated_mode() -> None:
     command = PostgresWriterProcess("postgresql://x")._command()
     assert command[1] == "-I"
     assert Path(command[2]) == Path(postgres_statements.__file__)
+
+
+def test_copies_stand_alone_between_pipelines_that_open_and_close_the_transaction() -> None:
+    copy = ("copy", "COPY a", ["text"], [("x",)])
+    end = ("many", "UPDATE c", [("z",)])
+    claim = ("claim", "WITH ...", [("k", "r")])
+
+    assert postgres_statements._segments([claim, copy, copy, end]) == [[claim], copy, copy, [end]]
+    assert postgres_statements._segments([copy]) == [[], copy, []]
+    assert postgres_statements._segments([claim, end]) == [[claim, end]]
+    assert postgres_statements._segments([]) == [[]]

@@ -461,14 +461,34 @@ def _claim_postgres() -> str:
     )
 
 
+def _claim_operation(step: _Claim) -> tuple[Any, ...]:
+    """The writer process's claims: the batch's keys in one statement, as JSON
+    (`_claim_postgres`), or, when JSON cannot take them, one statement per key."""
+    keys = _batch_json(_layout_of(IdempotencyKey), step.key_rows)
+    runs = _batch_json(_layout_of(Run), step.run_rows)
+    if keys is not None and runs is not None:
+        return (postgres_statements.CLAIM, _claim_postgres(), [(keys, runs)])
+    key_values = _encode(_layout_of(IdempotencyKey), step.key_rows, sqlite=False)
+    run_values = _encode(_layout_of(Run), step.run_rows, sqlite=False)
+    rows = [key + run for key, run in zip(key_values, run_values, strict=True)]
+    return (postgres_statements.CLAIM, _claim_postgres_row(), rows)
+
+
 @cache
-def _claim_postgres_rows() -> tuple[str, str]:
-    """The writer process's claim, one key per execution (returning the run's id
-    when it claimed the key), and its insert of a claimed key's run."""
+def _claim_postgres_row() -> str:
+    """The writer process's claim of one key (`postgres_statements`, "claim"): the key's
+    values, then its run's, which is inserted only when the key was claimed, and
+    whose id is then returned."""
     keys, runs = _layout_of(IdempotencyKey), _layout_of(Run)
+    quoted = ", ".join(f'"{name}"' for name in runs.columns)
+    json = {index for index, _ in runs.json}
+    typed = ", ".join(
+        f"%s::{'json' if index in json else kind}" for index, kind in enumerate(runs.copy_types)
+    )
     return (
-        f'{_postgres_values_sql(keys)} {_claim_sets("idempotency_keys")} RETURNING "run_id"',
-        _postgres_values_sql(runs),
+        f"WITH claimed AS ({_postgres_values_sql(keys)} {_claim_sets('idempotency_keys')} "
+        f'RETURNING "run_id") INSERT INTO "runs" ({quoted}) SELECT {typed} FROM claimed '
+        'RETURNING "id"'
     )
 
 
@@ -812,13 +832,7 @@ class BulkWrite:
                     (postgres_statements.MANY, _FINISH_POSTGRES_ROWS, _end_parameters(step.ends))
                 )
             elif isinstance(step, _Claim):
-                keys = _encode(_layout_of(IdempotencyKey), step.key_rows, sqlite=False)
-                runs = _encode(_layout_of(Run), step.run_rows, sqlite=False)
-                ids = [row["id"] for row in step.run_rows]
-                claim_sql, insert_sql = _claim_postgres_rows()
-                operations.append(
-                    (postgres_statements.CLAIM, claim_sql, insert_sql, keys, runs, ids)
-                )
+                operations.append(_claim_operation(step))
                 claims.append(step.won)
             elif isinstance(step, _Complete):
                 operations.append(
