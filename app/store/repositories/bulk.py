@@ -26,6 +26,11 @@ one call:
   driver tuples made when each was queued (`add_postgres_receipts`): `COPY`
   takes them as they are, a JSON batch their JSON documents as written.
 
+The group commit's transactions usually go to a writer process instead
+(`execute_in`): SQLite's takes the statements above; PostgreSQL's
+(`app.store.postgres_statements`) takes every table's rows as driver tuples,
+writes them by binary `COPY`, and its other statements in pipelines.
+
 Runs started under an idempotency key are inserted with the key's claim,
 only when the claim succeeds (`BulkWrite.claim_runs`): one upsert per key in
 aiosqlite's thread on SQLite, one statement for the batch on PostgreSQL.
