@@ -3,8 +3,8 @@
 The group commit's batch on PostgreSQL, written by a process of its own
 (`app.store.postgres_writer`), which runs this file as its main program: the
 event loop's part of a batch is a pickle of driver tuples and two pipe
-operations, and the rows' encoding, the statements and every exchange with
-the server happen here, on the other core. So it imports nothing but the
+operations, and the rows' `COPY` format, the statements and every exchange
+with the server happen here, on the other core. So it imports nothing but the
 standard library and psycopg, and what crosses the pipe is plain data: tuples,
 lists, strings, numbers and datetimes, which the process's unpickler maps to
 nothing else.
@@ -15,8 +15,7 @@ string, not answered; every later one is `(operations, commit)`, run in one
 transaction (rolled back instead without `commit`) and answered with `(True,
 [won run ids per claim])` or `(False, statement, SQLSTATE, error class name,
 message, connection lost)`. No operations and no commit: a check that the
-process can reach the database.
-An operation is one of:
+process can reach the database. An operation is one of:
 
 - `("copy", COPY statement, column types, rows)`: a table's rows, by binary
   `COPY`;
