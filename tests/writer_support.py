@@ -33,6 +33,8 @@ from app.store.repositories.runs import RunRepository
 from app.store.sqlite_writer import SqliteWriterProcess
 
 HASH = "sha256:" + "a" * 64
+# Either database's writer process.
+WriterProcessOf = SqliteWriterProcess | PostgresWriterProcess
 RUN_ID = "run-1"
 
 
@@ -48,14 +50,12 @@ class CommitCounter:
 
 
 @asynccontextmanager
-async def started_writer_process(
-    database_url: str,
-) -> AsyncIterator[SqliteWriterProcess | PostgresWriterProcess]:
+async def started_writer_process(database_url: str) -> AsyncIterator[WriterProcessOf]:
     """The database's writer process (SQLite's or PostgreSQL's), started, closed on the
     way out."""
     path = sqlite_file(database_url)
     conninfo = postgres_conninfo(database_url)
-    process: SqliteWriterProcess | PostgresWriterProcess
+    process: WriterProcessOf
     if path is not None:
         process = SqliteWriterProcess(path, sqlite_pragmas())
     else:

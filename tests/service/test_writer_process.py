@@ -18,10 +18,7 @@ from app.engine.ports import CachedOutput
 from app.service import writer as writer_module
 from app.service.run_records import run_end
 from app.service.writer import GroupCommitWriter
-from app.store.database import (
-    create_session_factory,
-)
-from app.store.postgres_writer import PostgresWriterProcess
+from app.store.database import create_session_factory
 from app.store.repositories.cache import CacheRepository
 from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -34,6 +31,7 @@ from tests.writer_support import (
     HASH,
     RUN_ID,
     CommitCounter,
+    WriterProcessOf,
     listeners_read_rows_only_when_they_read,
     running_writer,
     started_run,
@@ -45,7 +43,6 @@ STARTS = {
     "sqlite": "toolloop_sqlite_writer_starts_total",
     "postgresql": "toolloop_postgres_writer_starts_total",
 }
-WriterProcessOf = SqliteWriterProcess | PostgresWriterProcess
 
 
 @pytest.fixture

@@ -16,14 +16,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.service.outage import is_transient
-from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.bulk import BulkWrite
-from app.store.sqlite_writer import SqliteWriterProcess
 from app.store.writer_process import WriterProcess
 from tests.store.factories import migrated_engine, receipt_row, run_row
-from tests.writer_support import started_writer_process
-
-WriterProcessOf = SqliteWriterProcess | PostgresWriterProcess
+from tests.writer_support import WriterProcessOf, started_writer_process
 
 
 @pytest.fixture
