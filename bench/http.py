@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from bench import databases, harness
@@ -174,6 +175,46 @@ def _database_counters(url: str) -> tuple[Counters, Callable[[], None]]:
     return read, connection.close
 
 
+# Our server's group commits, from its own histogram on `/metrics`: how many, and
+# how many took longer than a slow commit's bound (a 25 ms bucket's upper edge).
+_WRITE_HISTOGRAM = "toolloop_receipt_write_seconds"
+_SLOW_COMMIT_S = 0.025
+SLOW_COMMITS = f"commits over {_SLOW_COMMIT_S * 1000:.0f} ms"
+
+
+def writer_commits(metrics_text: str) -> dict[str, float]:
+    """The group commits a `/metrics` page counts (`commits`), and those slower than
+    `_SLOW_COMMIT_S` (`SLOW_COMMITS`). Read around each round of our server: a
+    round's p99 beside the commits the database held up (docs/benchmarks.md,
+    section 4, twenty-fifth round)."""
+    total = within = None
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != _WRITE_HISTOGRAM:
+            continue
+        for sample in family.samples:
+            if sample.name == f"{_WRITE_HISTOGRAM}_count":
+                total = sample.value
+            elif sample.name == f"{_WRITE_HISTOGRAM}_bucket" and (
+                float(sample.labels["le"]) == _SLOW_COMMIT_S
+            ):
+                within = sample.value
+    if total is None or within is None:
+        raise RuntimeError(f"/metrics has no {_WRITE_HISTOGRAM} with a {_SLOW_COMMIT_S} s bucket")
+    return {"commits": total, SLOW_COMMITS: total - within}
+
+
+def _server_counters(base: str, database: Counters | None) -> Counters:
+    """Our server's commits (`writer_commits`), and the database's counters when given."""
+
+    def read() -> dict[str, float]:
+        counted = writer_commits(httpx.get(f"{base}/metrics", timeout=30).text)
+        if database is not None:
+            counted.update(database())
+        return counted
+
+    return read
+
+
 def _wrk(
     url: str,
     script: Path,
@@ -273,7 +314,7 @@ async def _round(
     for subject, (server, script) in plans.items():
         base, pid = servers[server]
         url = f"{base}/plans/sequential"
-        read = counters if server == "ours" else None
+        read = _server_counters(base, counters) if server == "ours" else None
         results[subject] = await asyncio.to_thread(
             _wrk, url, scripts[script], DURATION_S, pid, read
         )
@@ -338,6 +379,7 @@ async def _compare(
         "rps": "req/s", "p50": "ms", "p99": "ms", "cpu": "µs/req (CPU)", "loop": "% busy",
         "backend cpu": "µs/req (CPU, PostgreSQL's backends)",
         "checkpoints": "started", "checkpoint buffers": "written",
+        "commits": "group commits", SLOW_COMMITS: "group commits",
     }  # fmt: skip
     samples: dict[str, dict[str, Sample]] = {subject: {} for subject in plans}
     async with AsyncExitStack() as running:
@@ -407,21 +449,22 @@ async def _compare(
             "a new one, as a client that retries safely sends",
         )
     )
-    if counters is not None:
-        rounds = []
-        for subject in ("one-call plan", "ten-call plan", keyed):
-            kept = samples[subject]
-            each = zip(
-                kept["p99"].values,
-                kept["checkpoints"].values,
-                kept["checkpoint buffers"].values,
-                strict=True,
-            )
-            rounds.append(f"{subject} " + ", ".join(f"{p:.1f}/{c:.0f}/{b:.0f}" for p, c, b in each))
-        section.notes.append(
-            f"{name}: each round's p99 (ms) / checkpoints started / buffers they wrote, "
-            "while our server ran: " + "; ".join(rounds)
+    rounds = []
+    for subject in ("one-call plan", "ten-call plan", keyed):
+        kept = samples[subject]
+        columns = ["p99", "commits", SLOW_COMMITS]
+        if counters is not None:
+            columns += ["checkpoints", "checkpoint buffers"]
+        each = zip(*(kept[column].values for column in columns), strict=True)
+        rounds.append(
+            f"{subject} "
+            + ", ".join(f"{p99:.1f}/" + "/".join(f"{v:.0f}" for v in rest) for p99, *rest in each)
         )
+    checkpoints = " / checkpoints started / buffers they wrote" if counters is not None else ""
+    section.notes.append(
+        f"{name}: each round's p99 (ms) / group commits / {SLOW_COMMITS}{checkpoints}, "
+        "while our server ran: " + "; ".join(rounds)
+    )
     if staged and "cpu" in floor:
         ledger = [f"floor {floor['cpu'].median:,.0f}"]
         for subject in (*staged, "one-call plan"):
