@@ -4,9 +4,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Select, func, insert, literal_column, select, update
 
-from app.store.models import Receipt, Run
+from app.store.models import RECEIPT_SUCCEEDED, Receipt, Run
 from app.store.repositories.base import Repository, rowcount
 from app.store.repositories.bulk import insert_rows
 from app.store.repositories.pagination import (
@@ -81,26 +81,62 @@ class ReceiptRepository(Repository):
         `run_caller` keeps the receipts of runs that caller created (a semi-join on
         `runs.caller`, served by its index).
         """
-        statement = select(Receipt)
-        if run_id is not None:
-            statement = statement.where(Receipt.run_id == run_id)
-        if tool is not None:
-            statement = statement.where(Receipt.tool == tool)
-        if owner is not None:
-            statement = statement.where(Receipt.owner == owner)
-        if status is not None:
-            statement = statement.where(Receipt.status == status)
-        if item_key is not None:
-            statement = statement.where(Receipt.item_key == item_key)
-        if cache_hit is not None:
-            statement = statement.where(Receipt.cache_hit == cache_hit)
-        if run_caller is not None:
-            statement = statement.where(
-                Receipt.run_id.in_(select(Run.id).where(Run.caller == run_caller))
-            )
-        statement = created_within(statement, Receipt.created_at, since=since, until=until)
-        statement = newest_first(
-            statement, Receipt.created_at, Receipt.id, limit=limit, after=after
+        statement = page_statement(
+            limit=limit,
+            after=after,
+            run_id=run_id,
+            tool=tool,
+            owner=owner,
+            status=status,
+            item_key=item_key,
+            cache_hit=cache_hit,
+            since=since,
+            until=until,
+            run_caller=run_caller,
         )
         rows = (await self.session.scalars(statement)).all()
         return to_page(rows, limit, lambda receipt: Keyset(receipt.created_at, receipt.id))
+
+
+def page_statement(
+    *,
+    limit: int,
+    after: Keyset | None,
+    run_id: str | None,
+    tool: str | None,
+    owner: str | None,
+    status: str | None,
+    item_key: str | None,
+    cache_hit: bool | None,
+    since: datetime | None,
+    until: datetime | None,
+    run_caller: str | None,
+) -> Select[Receipt]:
+    """The query of `ReceiptRepository.list_page`."""
+    statement = select(Receipt)
+    if run_id is not None:
+        statement = statement.where(Receipt.run_id == run_id)
+    if tool is not None:
+        statement = statement.where(Receipt.tool == tool)
+    if owner is not None:
+        statement = statement.where(Receipt.owner == owner)
+    if status is not None:
+        statement = statement.where(Receipt.status == status)
+        if status != RECEIPT_SUCCEEDED:
+            statement = statement.where(_NOT_SUCCEEDED)
+    if item_key is not None:
+        statement = statement.where(Receipt.item_key == item_key)
+    if cache_hit is not None:
+        statement = statement.where(Receipt.cache_hit == cache_hit)
+    if run_caller is not None:
+        statement = statement.where(
+            Receipt.run_id.in_(select(Run.id).where(Run.caller == run_caller))
+        )
+    statement = created_within(statement, Receipt.created_at, since=since, until=until)
+    return newest_first(statement, Receipt.created_at, Receipt.id, limit=limit, after=after)
+
+
+# The status index's own predicate, written as a literal: with it, a query for a
+# status other than "succeeded" uses the index even when planned for any status
+# (`app.store.models.RECEIPT_NOT_SUCCEEDED`).
+_NOT_SUCCEEDED = Receipt.status != literal_column(f"'{RECEIPT_SUCCEEDED}'")

@@ -98,12 +98,14 @@ async def test_list_page_walks_newest_first_with_filters(session: AsyncSession) 
     filtered = {
         "tool": await receipts.list_page(limit=10, tool="lookup"),
         "status": await receipts.list_page(limit=10, status="failed"),
+        "succeeded": await receipts.list_page(limit=10, status="succeeded"),
         "owner": await receipts.list_page(limit=10, owner="nobody"),
         "run": await receipts.list_page(limit=10, run_id="run-2"),
     }
     assert {name: [r.id for r in page.items] for name, page in filtered.items()} == {
         "tool": ["run-1-receipt-1"],
         "status": ["run-1-receipt-2"],
+        "succeeded": ["run-2-receipt-0", "run-1-receipt-1", "run-1-receipt-0"],
         "owner": [],
         "run": ["run-2-receipt-0"],
     }
