@@ -110,8 +110,9 @@ class Run(Base):
 # succeed, which an operator filtering by status looks for. Succeeded receipts,
 # nearly all of them, are found newest first through `(created_at, id)`, and no
 # insert of one maintains it (docs/decisions.md, "Receipts' status index holds
-# the ones that did not succeed"). A query uses the index when it says the same
-# (`receipt_not_succeeded`): a status given as a parameter proves nothing.
+# the ones that did not succeed"). A query uses the index when it says the same,
+# as a literal (`repositories.receipts.page_statement`): a status given as a
+# parameter proves nothing.
 RECEIPT_SUCCEEDED = "succeeded"
 RECEIPT_NOT_SUCCEEDED = f"status <> '{RECEIPT_SUCCEEDED}'"
 
