@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import Select, func, insert, literal_column, select, update
 
@@ -62,76 +62,54 @@ class ReceiptRepository(Repository):
         return dict((await self.session.execute(statement)).all())
 
     async def list_page(
-        self,
-        *,
-        limit: int,
-        after: Keyset | None = None,
-        run_id: str | None = None,
-        tool: str | None = None,
-        owner: str | None = None,
-        status: str | None = None,
-        item_key: str | None = None,
-        cache_hit: bool | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        run_caller: str | None = None,
+        self, *, limit: int, after: Keyset | None = None, **filters: Unpack[ReceiptPageFilters]
     ) -> Page[Receipt]:
-        """Receipts newest first; `since` is inclusive and `until` exclusive, on `created_at`.
-
-        `run_caller` keeps the receipts of runs that caller created (a semi-join on
-        `runs.caller`, served by its index).
-        """
-        statement = page_statement(
-            limit=limit,
-            after=after,
-            run_id=run_id,
-            tool=tool,
-            owner=owner,
-            status=status,
-            item_key=item_key,
-            cache_hit=cache_hit,
-            since=since,
-            until=until,
-            run_caller=run_caller,
-        )
+        """Receipts newest first, filtered (`ReceiptPageFilters`)."""
+        statement = page_statement(limit=limit, after=after, **filters)
         rows = (await self.session.scalars(statement)).all()
         return to_page(rows, limit, lambda receipt: Keyset(receipt.created_at, receipt.id))
 
 
+class ReceiptPageFilters(TypedDict, total=False):
+    """What a page of receipts keeps; `since` is inclusive and `until` exclusive, on
+    `created_at`. `run_caller` keeps the receipts of runs that caller created (a
+    semi-join on `runs.caller`, served by its index)."""
+
+    run_id: str | None
+    tool: str | None
+    owner: str | None
+    status: str | None
+    item_key: str | None
+    cache_hit: bool | None
+    since: datetime | None
+    until: datetime | None
+    run_caller: str | None
+
+
 def page_statement(
-    *,
-    limit: int,
-    after: Keyset | None,
-    run_id: str | None,
-    tool: str | None,
-    owner: str | None,
-    status: str | None,
-    item_key: str | None,
-    cache_hit: bool | None,
-    since: datetime | None,
-    until: datetime | None,
-    run_caller: str | None,
+    *, limit: int, after: Keyset | None, **filters: Unpack[ReceiptPageFilters]
 ) -> Select[Receipt]:
     """The query of `ReceiptRepository.list_page`."""
     statement = select(Receipt)
-    if run_id is not None:
+    if (run_id := filters.get("run_id")) is not None:
         statement = statement.where(Receipt.run_id == run_id)
-    if tool is not None:
+    if (tool := filters.get("tool")) is not None:
         statement = statement.where(Receipt.tool == tool)
-    if owner is not None:
+    if (owner := filters.get("owner")) is not None:
         statement = statement.where(Receipt.owner == owner)
-    if status is not None:
+    if (status := filters.get("status")) is not None:
         statement = statement.where(Receipt.status == status)
         if status != RECEIPT_SUCCEEDED:
             statement = statement.where(_NOT_SUCCEEDED)
-    if item_key is not None:
+    if (item_key := filters.get("item_key")) is not None:
         statement = statement.where(Receipt.item_key == item_key)
-    if cache_hit is not None:
+    if (cache_hit := filters.get("cache_hit")) is not None:
         statement = statement.where(Receipt.cache_hit == cache_hit)
-    if run_caller is not None:
+    if (run_caller := filters.get("run_caller")) is not None:
         statement = statement.where(
             Receipt.run_id.in_(select(Run.id).where(Run.caller == run_caller))
         )
+    since, until = filters.get("since"), filters.get("until")
     statement = created_within(statement, Receipt.created_at, since=since, until=until)
     return newest_first(statement, Receipt.created_at, Receipt.id, limit=limit, after=after)
 

@@ -22,10 +22,7 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 
 
 def _page_of(status: str) -> Select[Receipt]:
-    return page_statement(
-        limit=50, after=None, run_id=None, tool=None, owner=None, status=status,
-        item_key=None, cache_hit=None, since=None, until=None, run_caller=None,
-    )  # fmt: skip
+    return page_statement(limit=50, after=None, status=status)
 
 
 async def _definition(url: str) -> str:
