@@ -2,14 +2,14 @@
 real `toolloop serve`.
 
 Plans keep coming from a few clients while the writer process is SIGKILLed
-again and again, each time once the service has stored plans through the
-process started after the last kill. Every plan answered as succeeded has each
-of its receipts stored exactly once; anything else is a 503 problem+json with `Retry-After`
-(a batch in flight when its process dies is a dropped connection: retried,
-and meanwhile new runs are refused, as in a database outage); the service
-starts the process again each time and, once the retries of the batch the last
-kill caught have committed it, answers plans again.
-The request count, the kills and the time are bounded.
+again and again, each time once plans are stored again and a process started
+after the last kill is running. Every plan answered as succeeded has each of
+its receipts stored exactly once; anything else is a 503 problem+json with
+`Retry-After` (a batch in flight when its process dies is a dropped
+connection: retried, and meanwhile new runs are refused, as in a database
+outage); the service starts the process again each time and, once the
+retries of the batch the last kill caught have committed it, answers plans
+again. The request count, the kills and the time are bounded.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def test_plans_never_answer_a_success_the_killed_writer_did_not_store(
         return len(stored) >= wanted and _writer_pid(server) not in (None, *killed)
 
     def kill_the_writer() -> None:
-        # Each kill waits until the service stores plans again through a process
-        # started anew, however long the last kill's retries take on this machine.
+        # Each kill waits until plans are stored again and a process started anew
+        # is running, however long the last kill's retries take on this machine.
         try:
             for _ in range(KILLS):
                 time.sleep(KILL_EVERY_S)
