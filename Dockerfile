@@ -1,5 +1,15 @@
-FROM python:3.11-slim
+# Build the wheel, then install only the wheel: the image runs the package as a user's
+# `pip install` would, migrations and prompts inside it, no source tree beside it.
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /build
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY registries ./registries
+RUN pip wheel --no-deps --wheel-dir /dist .
 
+FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -7,13 +17,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/toolloop
 RUN groupadd --system toolloop && useradd --system --gid toolloop --home /srv/toolloop toolloop
-
-COPY pyproject.toml README.md alembic.ini ./
-COPY app ./app
-COPY migrations ./migrations
-COPY prompts ./prompts
-COPY registries ./registries
-RUN pip install . && mkdir -p /srv/toolloop/data && chown toolloop:toolloop /srv/toolloop/data
+COPY --from=build /dist /dist
+RUN pip install /dist/*.whl && rm -rf /dist
+COPY registries/example.yml ./registries/example.yml
+RUN mkdir -p /srv/toolloop/data && chown toolloop:toolloop /srv/toolloop/data
 
 USER toolloop
 ENV TOOLLOOP_HOST=0.0.0.0 \

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGED_PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 
 def _default_database_url() -> str:
@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     registries: Annotated[list[Path], NoDecode] = Field(default_factory=list)
     database_url: str = Field(default_factory=_default_database_url)
     profiles: Path | None = None
-    prompts_dir: Path = REPO_ROOT / "prompts"
+    prompts_dir: Path = PACKAGED_PROMPTS_DIR
     allowed_modules: Annotated[list[str] | None, NoDecode] = None
     api_keys: Path | None = None
     auth_failure_burst: int = Field(default=10, gt=0)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,11 +36,12 @@ from app.router.loop import Finished, RouterRun
 from app.router.ports import RouterKit
 from app.router.prompts import load_prompts
 from app.router.request import RouterRequest
+from app.settings import PACKAGED_PROMPTS_DIR
 from bench import harness
 from bench.stats import Check, Sample, Section, cpu_clock, ratios
 
 COMMAND = "BENCH_ONLY=router .venv/bin/python -m bench"
-PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS = PACKAGED_PROMPTS_DIR
 PROFILES = Profiles(
     {
         "router": ModelProfile("router", "openai", "http://llm.bench/v1", "router-model"),

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,6 +82,7 @@ class ServerProcess:
         *,
         log_name: str = "server.log",
         port: int | None = None,
+        program: Sequence[str] = (sys.executable, "-m", "app.cli"),
     ) -> None:
         self.port = port if port is not None else free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -89,7 +90,7 @@ class ServerProcess:
         # A file, not a pipe: nobody drains a pipe, and a full one would block the server.
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), *args],
+            [*program, "serve", "--port", str(self.port), *args],
             cwd=workdir,
             env={**os.environ, **(env or {})},
             stdout=self._log,

@@ -1,4 +1,4 @@
-"""Apply the Alembic tree (top-level `migrations/`) programmatically."""
+"""Apply the Alembic tree (`app/store/migrations/`, shipped inside the package) programmatically."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.database import check_database, create_database_engine
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Serialises concurrent upgrades of one PostgreSQL database ("toolloop" as a bigint).
 MIGRATION_LOCK_KEY = 8390047142280916848
 # Foreign keys of the models that PostgreSQL keeps by triggers instead (revision

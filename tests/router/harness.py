@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -23,9 +22,10 @@ from app.router.loop import Paused, RouterRun, RunResult
 from app.router.ports import RouterKit
 from app.router.prompts import PromptSet, load_prompts
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
+from app.settings import PACKAGED_PROMPTS_DIR
 from tests.router.fake_llm import FakeModel
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = PACKAGED_PROMPTS_DIR
 ANTHROPIC_KEY = "sk-ant-test-key-0123456789"
 
 PROFILES = Profiles(
