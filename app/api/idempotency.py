@@ -85,7 +85,8 @@ async def lookup(runtime: Runtime, claim: IdempotencyClaim) -> Response | None:
             f"stopped ({exc.run_status}) before its response was stored, and no retry "
             f"will be answered. GET /runs/{exc.run_id} shows the run and its receipts; "
             f"an interrupted plan resumes with POST /runs/{exc.run_id}/resume and the "
-            "original body."
+            "original body.",
+            members={"run_id": exc.run_id, "run_status": exc.run_status},
         ) from None
     except IdempotencyKeyInUse as exc:
         running = "" if exc.run_id is None else f" (run {exc.run_id})"

@@ -47,11 +47,14 @@ class ProblemError(Exception):
         *,
         errors: Sequence[ProblemItem] = (),
         headers: Mapping[str, str] | None = None,
+        members: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.errors = list(errors)
         self.headers = dict(headers or {})
+        # RFC 9457 extension members a client acts on (e.g. the `run_id` to read).
+        self.members = dict(members or {})
 
 
 class InvalidRequest(ProblemError):
@@ -103,9 +106,14 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def problem_body(
-    status: int, slug: str, detail: str, errors: Sequence[ProblemItem] = ()
+    status: int,
+    slug: str,
+    detail: str,
+    errors: Sequence[ProblemItem] = (),
+    members: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
+        **(members or {}),
         "type": f"urn:toolloop:problem:{slug}",
         "title": HTTPStatus(status).phrase,
         "status": status,
@@ -122,9 +130,10 @@ def problem_response(
     detail: str,
     errors: Sequence[ProblemItem] = (),
     headers: Mapping[str, str] | None = None,
+    members: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        problem_body(status, slug, detail, errors),
+        problem_body(status, slug, detail, errors, members),
         status_code=status,
         media_type=PROBLEM_MEDIA_TYPE,
         headers=dict(headers or {}),
@@ -141,7 +150,7 @@ def pointer_from_loc(loc: Sequence[str | int]) -> str:
 
 async def _on_problem(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
-    return problem_response(exc.status, exc.slug, exc.detail, exc.errors, exc.headers)
+    return problem_response(exc.status, exc.slug, exc.detail, exc.errors, exc.headers, exc.members)
 
 
 async def _on_validation(_: Request, exc: Exception) -> JSONResponse:

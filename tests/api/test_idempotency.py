@@ -398,5 +398,7 @@ async def test_a_key_whose_answer_was_lost_is_unanswered_once_its_run_is_gone(
     assert again.headers["content-type"] == "application/problem+json"
     assert again.json()["type"] == "urn:toolloop:problem:idempotency-key-unanswered"
     assert f"run {run['run_id']}, which stopped (cancelled)" in again.json()["detail"]
+    assert again.json()["run_id"] == run["run_id"]
+    assert again.json()["run_status"] == "cancelled"
     assert "retry-after" not in again.headers
     assert await run_count(app) == 1

@@ -1,0 +1,1 @@
+"""ToolLoop's Python distribution namespace: `toolloop.client` is the client for orchestrators."""
