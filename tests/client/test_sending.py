@@ -5,6 +5,8 @@ on 503/429 and on connections that never carried the request."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 
 import httpx
@@ -232,3 +234,14 @@ def test_an_event_stream_that_keeps_closing_early_ends_in_an_error() -> None:
 
     with client_for(handle) as client, pytest.raises(ConnectionLost):
         list(client.events("p1"))
+
+
+def test_the_client_imports_nothing_of_the_service() -> None:
+    program = (
+        "import sys, toolloop.client; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'fastapi')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    ).stdout
+    assert found.strip() == "[]"
