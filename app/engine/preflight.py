@@ -8,7 +8,8 @@ strings: compared, never parsed.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -16,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from app.contract.compiled import Contract, Tool
 from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
 from app.engine.projection import project_payload
+from app.engine.requirements import unmet_requirements
 
 AdmittedArgs = dict[str, Any]
 A = TypeVar("A")
@@ -30,6 +32,7 @@ class ProblemCode(StrEnum):
     INVALID_ARGS = "invalid_args"
     DUPLICATE_KEY = "duplicate_key"
     LIMITS = "limits"
+    REQUIRES = "requires"
     INVALID_REQUEST = "invalid_request"
 
 
@@ -61,6 +64,7 @@ def preflight_sequential(
 ) -> SequentialPreflight:
     check = _Checker(contract, plan.owner)
     admitted = check.calls("/calls", plan.calls, limits.max_sequential_calls)
+    check.requirements((("/calls", plan.calls),), "before it in the sequence")
     check.deadline(plan.deadline_s)
     return PreflightResult(check.problems, () if check.problems else admitted)
 
@@ -82,6 +86,10 @@ def preflight_parallel(
         check.calls(f"/lanes/{index}/calls", lane.calls, limits.max_calls_per_lane)
         for index, lane in enumerate(plan.lanes)
     )
+    check.requirements(
+        ((f"/lanes/{index}/calls", lane.calls) for index, lane in enumerate(plan.lanes)),
+        "before it in its lane",
+    )
     check.deadline(plan.deadline_s)
     return PreflightResult(check.problems, () if check.problems else admitted)
 
@@ -90,6 +98,8 @@ class _Checker:
     def __init__(self, contract: Contract, owner_name: str) -> None:
         self.contract = contract
         self.problems: list[PlanProblem] = []
+        # Some call names a tool with `requires` (only then are they walked again).
+        self.gated = False
         self.owner = contract.owners.get(owner_name)
         if self.owner is None:
             self.add("/owner", f"unknown owner {owner_name!r}", ProblemCode.UNKNOWN_OWNER)
@@ -130,6 +140,34 @@ class _Checker:
         self.unique(pointer, "call_key", [call.call_key for call in calls])
         return tuple(self.call(f"{pointer}/{index}", call) for index, call in enumerate(calls))
 
+    def requirements(
+        self, chains: Iterable[tuple[str, Sequence[PlannedCall]]], earlier: str
+    ) -> None:
+        """Each call's `requires`: `after` against the calls before it in its chain
+        (a sequence or a lane), assumed to succeed; `max_per_run` against the calls
+        of its tool anywhere before it in the plan, lanes in input order."""
+        if not self.gated:
+            return
+        tools = self.contract.tools
+        planned: Counter[str] = Counter()  # calls of each tool so far, in the whole plan
+        for pointer, calls in chains:
+            before: Counter[str] = Counter()  # calls of each tool so far, in this chain
+            for index, call in enumerate(calls):
+                tool = tools.get(call.tool)
+                if tool is None:
+                    continue
+                if tool.requires is not None:
+                    for reason in unmet_requirements(
+                        tool, before.__getitem__, planned[tool.id], tools, earlier
+                    ):
+                        self.add(
+                            f"{pointer}/{index}/tool",
+                            f"tool {tool.id!r} may not run here: {reason}",
+                            ProblemCode.REQUIRES,
+                        )
+                before[tool.id] += 1
+                planned[tool.id] += 1
+
     def call(self, pointer: str, call: PlannedCall) -> AdmittedArgs:
         tool = self.tool(f"{pointer}/tool", call.tool)
         args, payload = call.args, call.payload
@@ -150,7 +188,10 @@ class _Checker:
         tool = self.contract.tools.get(name)
         if tool is None:
             self.add(pointer, f"unknown tool {name!r}", ProblemCode.UNKNOWN_TOOL)
-        elif self.owner is not None:
+            return None
+        if tool.requires is not None:
+            self.gated = True
+        if self.owner is not None:
             if tool.owner != self.owner.name:
                 self.add(
                     pointer,
