@@ -114,6 +114,7 @@ class Engine:
             started=started,
         )
         done = () if resume is None else resume.done[0]
+        self._pipeline.recall(state, done)
         receipts: list[Receipt] = []
         await _ran(
             state,
@@ -156,6 +157,8 @@ class Engine:
             started=started,
         )
         done = None if resume is None else resume.done
+        for lane_done in done or ():
+            self._pipeline.recall(state, lane_done)
         settled: list[ParallelOutcome] = []
         failed: list[Exception] = []
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from time import perf_counter
 from typing import Any
@@ -89,18 +89,27 @@ class _ToolSpec:
         "args_valid",
         "before_start",
         "cached",
+        "capped",
         "function",
         "gate",
+        "gated",
         "has_effects",
         "is_async",
         "output_valid",
         "redactor",
         "release",
+        "required",
         "take_slot",
     )
 
     def __init__(
-        self, tool: Tool, gate: ToolGate | None, *, cached: bool, backpressure: bool
+        self,
+        tool: Tool,
+        gate: ToolGate | None,
+        *,
+        cached: bool,
+        backpressure: bool,
+        required: bool,
     ) -> None:
         self.gate = gate
         # The gate's uncontended take and its release. A gate that limits
@@ -127,6 +136,11 @@ class _ToolSpec:
         self.cached = tool.cacheable and cached
         # Something to do before the call starts: a cache lookup or waiting for room.
         self.before_start = self.cached or backpressure
+        # Its `requires` is checked before it starts; its calls are counted when capped.
+        self.gated = tool.requires is not None
+        self.capped = tool.requires is not None and tool.requires.max_per_run is not None
+        # Another tool's `requires.after` names it: its successes are recorded.
+        self.required = required
 
 
 class CallPipeline:
@@ -156,12 +170,19 @@ class CallPipeline:
         self._clock = clock
         self._rng = rng
         gates = build_gates(contract.tools)
+        required = {
+            needed
+            for tool in contract.tools.values()
+            if tool.requires is not None
+            for needed in tool.requires.after
+        }
         self._specs = {
             tool_id: _ToolSpec(
                 tool,
                 gates.get(tool_id),
                 cached=cache is not None,
                 backpressure=backpressure is not None,
+                required=tool_id in required,
             )
             for tool_id, tool in contract.tools.items()
         }
@@ -200,11 +221,15 @@ class CallPipeline:
             return self._reject_args(call, out)
         else:
             call.fingerprint = fingerprint(tool.id, args)
+        if spec.gated:
+            error = self._unmet_requirements(call, spec.capped)
+            if error is not None:
+                return self._settle(call, out, _SKIPPED, None, error)
         deadline = state.deadline
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, _SKIPPED, None, DEADLINE_SKIP)
         output: Any  # bound by the attempt that succeeds
-        error: CallError | None = None
+        error = None
         try:
             if (
                 state.unconfirmed_start is not None
@@ -331,6 +356,19 @@ class CallPipeline:
         call.fingerprint = fingerprint_or_blank(tool.id, args)
         return self._settle(call, out, Status.SKIPPED, None, error)
 
+    def recall(self, state: RunState, receipts: Sequence[Receipt]) -> None:
+        """Count, for `requires`, calls an earlier stretch of the run settled (the
+        completed calls a resumed run reports again), as if they settled here."""
+        requirements = state.requirements
+        for receipt in receipts:
+            spec = self._specs.get(receipt.tool)
+            if spec is None:
+                continue
+            if spec.capped:
+                requirements.record_call(receipt.tool)
+            if spec.required and receipt.status == _SUCCEEDED:
+                requirements.record_success(receipt.item_key, receipt.tool)
+
     def deny(
         self,
         state: RunState,
@@ -355,6 +393,8 @@ class CallPipeline:
         tool = self.contract.tools.get(tool_id)
         if tool is not None and not reasons and not tool.input_schema.is_valid(args):
             reasons = [describe_problems(BAD_ARGS, tool.input_schema, args)]
+        if tool is not None and not reasons and tool.requires is not None:
+            reasons = state.requirements.unmet(tool, parent.item_key, self.contract.tools)
         if tool is None or reasons:
             self._auditor.call_event(
                 AuditKind.DISPATCH_REJECTED,
@@ -405,6 +445,17 @@ class CallPipeline:
             await wait_all((room,))
         finally:
             call.wait_ms += (perf_counter() - waited_from) * 1000.0
+
+    def _unmet_requirements(self, call: Call, capped: bool) -> CallError | None:
+        """Why the call may not start (its tool's `requires`), or None; a call that
+        may start is counted against its tool's `max_per_run` here, before any wait."""
+        state = call.state
+        reasons = state.requirements.unmet(call.tool, call.item_key, self.contract.tools)
+        if reasons:
+            return CallError(ErrorKind.REQUIRES, "not started: " + "; ".join(reasons))
+        if capped:
+            state.requirements.record_call(call.tool.id)
+        return None
 
     def _reject_args(self, call: Call, out: list[Receipt]) -> Receipt:
         schema = call.tool.input_schema
@@ -515,6 +566,9 @@ class CallPipeline:
         parent_receipt_id = call.parent_receipt_id
         attempts = call.attempts
         finished_at = self._clock()
+        spec = self._specs[tool_id]
+        if status is _SUCCEEDED and spec.required:
+            state.requirements.record_success(item_key, tool_id)
         # Milliseconds to 3 decimals: microseconds rounded to an integer (half to
         # even), then divided. Adding and taking away _ROUNDER rounds a float to an
         # integer exactly as round() does (below 2**51 µs), a tenth of its cost;
@@ -547,7 +601,7 @@ class CallPipeline:
                 call.started_at,
                 finished_at,
                 duration_ms,
-                self._specs[tool_id].redactor,
+                spec.redactor,
             ),
         )
         out.append(receipt)

@@ -28,6 +28,7 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
     GUARDRAIL = "guardrail"
+    REQUIRES = "requires"  # the tool's `requires` did not hold when the call was to start
 
 
 # Read once: `Status.SUCCEEDED` goes through the enum metaclass's attribute hooks.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
+from app.engine.requirements import RunRequirements
 from app.engine.waiting import wait_all
 from app.engine.watchdog import Deadlines
 
@@ -50,6 +51,8 @@ class RunState:
     durable (None: it is). No call of a tool with effects starts before it is; once
     it failed, no call starts at all. It is among the `pending` futures, so the
     run's final flush raises if it failed.
+
+    `requirements`: what the run did so far that tools' `requires` ask about.
     """
 
     __slots__ = (
@@ -63,6 +66,7 @@ class RunState:
         "next_seq",
         "parallel_batch_id",
         "pending",
+        "requirements",
         "unconfirmed_start",
     )
 
@@ -93,6 +97,7 @@ class RunState:
         self.pending: list[asyncio.Future[None]] = [] if started is None else [started]
         self.unconfirmed_start = started
         self.dispatched: list[Receipt] = []
+        self.requirements = RunRequirements()
 
     def allocate_seq(self) -> int:
         seq = self.next_seq

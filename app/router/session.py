@@ -57,6 +57,13 @@ class RunSession:
         self.engine_state: RunState = kit.engine.open_run(
             identity, RunKind.ROUTER, deadline_s=max(remaining, 0.001), first_seq=next_seq
         )
+        if state.tools:
+            # A resumed run: the engine judges `requires` (of calls tools dispatch, and
+            # again of the router's own) from what the run did before, as the router does.
+            self.engine_state.requirements.seed(
+                {tool: state.succeeded(tool) for tool in state.tools},
+                {tool: state.calls_of(tool) for tool in state.tools},
+            )
 
     def checked(self, tool: Tool, fingerprint: str) -> str | None:
         """`fingerprint`, to hand to `Engine.run_call` as checked, when the arguments
