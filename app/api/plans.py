@@ -12,10 +12,11 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.auth import PLANS_EXECUTE, require_scope
-from app.api.body import parse_model, read_json
+from app.api.body import read_json
 from app.api.deps import get_runtime
 from app.api.direct import DirectRoute
 from app.api.openapi import json_body
+from app.api.plan_bodies import parallel_from_body, sequential_from_body
 from app.api.responses import FastJSONResponse
 from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
 from app.api.schemas.plans import (
@@ -23,8 +24,6 @@ from app.api.schemas.plans import (
     ParallelPlanOut,
     SequentialPlanIn,
     SequentialPlanOut,
-    parallel_plan,
-    sequential_plan,
 )
 
 router = APIRouter(prefix="/plans", tags=["plans"], route_class=DirectRoute)
@@ -45,7 +44,7 @@ async def run_sequential(request: Request) -> Response:
     data = await read_json(
         request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
     )
-    plan = sequential_plan(data) or parse_model(SequentialPlanIn, data).to_plan()
+    plan = sequential_from_body(data, runtime.plans)
     return await start_run(
         request,
         runtime,
@@ -70,7 +69,7 @@ async def run_parallel(request: Request) -> Response:
     data = await read_json(
         request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
     )
-    plan = parallel_plan(data) or parse_model(ParallelPlanIn, data).to_plan()
+    plan = parallel_from_body(data, runtime.plans)
     return await start_run(
         request,
         runtime,

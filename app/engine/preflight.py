@@ -64,7 +64,9 @@ def preflight_sequential(
 ) -> SequentialPreflight:
     check = _Checker(contract, plan.owner)
     admitted = check.calls("/calls", plan.calls, limits.max_sequential_calls)
-    check.requirements((("/calls", plan.calls),), "before it in the sequence")
+    check.requirements(
+        (("/calls", enumerate(call.tool for call in plan.calls)),), "before it in the sequence"
+    )
     check.deadline(plan.deadline_s)
     return PreflightResult(check.problems, () if check.problems else admitted)
 
@@ -87,7 +89,10 @@ def preflight_parallel(
         for index, lane in enumerate(plan.lanes)
     )
     check.requirements(
-        ((f"/lanes/{index}/calls", lane.calls) for index, lane in enumerate(plan.lanes)),
+        (
+            (f"/lanes/{index}/calls", enumerate(call.tool for call in lane.calls))
+            for index, lane in enumerate(plan.lanes)
+        ),
         "before it in its lane",
     )
     check.deadline(plan.deadline_s)
@@ -95,17 +100,20 @@ def preflight_parallel(
 
 
 class _Checker:
-    def __init__(self, contract: Contract, owner_name: str) -> None:
+    """`owner_name` None: the owner could not be read (`readable_preflight`); the
+    calls' tools are checked, not against an owner's allowlist."""
+
+    def __init__(self, contract: Contract, owner_name: str | None) -> None:
         self.contract = contract
         self.problems: list[PlanProblem] = []
         # Some call names a tool with `requires` (only then are they walked again).
         self.gated = False
-        self.owner = contract.owners.get(owner_name)
-        if self.owner is None:
-            self.add("/owner", f"unknown owner {owner_name!r}", ProblemCode.UNKNOWN_OWNER)
-            self.allowed: frozenset[str] = frozenset()
-        else:
+        self.owner = None if owner_name is None else contract.owners.get(owner_name)
+        self.allowed: frozenset[str] = frozenset()
+        if self.owner is not None:
             self.allowed = frozenset(self.owner.runner_defaults.allowed_tools)
+        elif owner_name is not None:
+            self.add("/owner", f"unknown owner {owner_name!r}", ProblemCode.UNKNOWN_OWNER)
 
     def add(
         self, pointer: str, message: str, code: ProblemCode = ProblemCode.INVALID_REQUEST
@@ -119,8 +127,12 @@ class _Checker:
             self.add(pointer, f"{count} {noun}s exceed the limit of {limit}", ProblemCode.LIMITS)
 
     def unique(self, pointer: str, name: str, keys: Sequence[str]) -> None:
+        self.unique_at(pointer, name, enumerate(keys))
+
+    def unique_at(self, pointer: str, name: str, keys: Iterable[tuple[int, str]]) -> None:
+        """`unique` over keys paired with their index in the body."""
         first_index: dict[str, int] = {}
-        for index, key in enumerate(keys):
+        for index, key in keys:
             first = first_index.setdefault(key, index)
             if first != index:
                 self.add(
@@ -141,19 +153,20 @@ class _Checker:
         return tuple(self.call(f"{pointer}/{index}", call) for index, call in enumerate(calls))
 
     def requirements(
-        self, chains: Iterable[tuple[str, Sequence[PlannedCall]]], earlier: str
+        self, chains: Iterable[tuple[str, Iterable[tuple[int, str]]]], earlier: str
     ) -> None:
         """Each call's `requires`: `after` against the calls before it in its chain
         (a sequence or a lane), assumed to succeed; `max_per_run` against the calls
-        of its tool anywhere before it in the plan, lanes in input order."""
+        of its tool anywhere before it in the plan, lanes in input order. A chain is
+        its pointer and its calls' tool names, each with its index in the chain."""
         if not self.gated:
             return
         tools = self.contract.tools
         planned: Counter[str] = Counter()  # calls of each tool so far, in the whole plan
         for pointer, calls in chains:
             before: Counter[str] = Counter()  # calls of each tool so far, in this chain
-            for index, call in enumerate(calls):
-                tool = tools.get(call.tool)
+            for index, name in calls:
+                tool = tools.get(name)
                 if tool is None:
                     continue
                 if tool.requires is not None:

@@ -27,6 +27,7 @@ from app.engine.engine import Engine
 from app.engine.ids import new_run_id
 from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
 from app.engine.preflight import PlanProblem, preflight_parallel, preflight_sequential
+from app.engine.readable_preflight import ReadablePlan, readable_problems
 from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
 from app.observability.context import bind_run
@@ -132,6 +133,11 @@ class PlanService:
             started=started,
             claim=claim,
         )
+
+    def problems_in(self, readable: ReadablePlan) -> list[PlanProblem]:
+        """Preflight's problems in the parts of a plan a body of the wrong shape
+        still gave (nothing is recorded: the body was no plan)."""
+        return readable_problems(readable, self.contract, self.limits)
 
     def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:
         """Whether every call names a tool declared `effect: read` (preflight passed)."""
