@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from app.api import health, metrics, plans, receipts, resume, router, run_control, runs, tools
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
+from app.api.console import install_console
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
 from app.api.waiting import runtime_when_reachable
@@ -72,6 +73,7 @@ def create_app(
     # The busiest routes first: a request is matched against the table in order.
     for api in (plans, router, runs, run_control, resume, receipts, tools, health, metrics):
         add_routes(app, api.router)
+    install_console(app)
     documentation_last(app)
     return app
 

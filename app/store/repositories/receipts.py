@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Select, func, insert, literal_column, select, update
+from sqlalchemy import Row, Select, func, insert, literal_column, select, update
 
 from app.store.models import RECEIPT_SUCCEEDED, Receipt, Run
 from app.store.repositories.base import Repository, rowcount
@@ -68,6 +68,27 @@ class ReceiptRepository(Repository):
         statement = page_statement(limit=limit, after=after, **filters)
         rows = (await self.session.scalars(statement)).all()
         return to_page(rows, limit, lambda receipt: Keyset(receipt.created_at, receipt.id))
+
+    async def recent_calls(
+        self, *, since: datetime, limit: int, run_caller: str | None = None
+    ) -> Sequence[Row[str, str, bool, float | None, float, datetime]]:
+        """(tool, status, cache_hit, duration_ms, admission_wait_ms, created_at) of the
+        newest `limit` receipts created at or after `since`, newest first; with
+        `run_caller`, only the receipts of runs that caller created."""
+        statement = select(
+            Receipt.tool,
+            Receipt.status,
+            Receipt.cache_hit,
+            Receipt.duration_ms,
+            Receipt.admission_wait_ms,
+            Receipt.created_at,
+        ).where(Receipt.created_at >= since)
+        if run_caller is not None:
+            statement = statement.where(
+                Receipt.run_id.in_(select(Run.id).where(Run.caller == run_caller))
+            )
+        statement = statement.order_by(Receipt.created_at.desc(), Receipt.id.desc()).limit(limit)
+        return (await self.session.execute(statement)).all()
 
 
 class ReceiptPageFilters(TypedDict, total=False):
