@@ -69,7 +69,8 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-format",
         choices=["json", "text"],
-        help="json lines (default) or text (env TOOLLOOP_LOG_FORMAT); both redacted",
+        help="json lines, or text lines for a person (env TOOLLOOP_LOG_FORMAT; default: "
+        "text on a terminal, json otherwise); both redacted",
     )
 
     db = commands.add_parser("db", help="database maintenance")

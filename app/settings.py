@@ -94,7 +94,8 @@ class Settings(BaseSettings):
     llm_backoff_max_s: float = Field(default=16.0, ge=0)
     llm_retry_after_max_s: float = Field(default=60.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["json", "text"] = "json"
+    # None: readable lines when stderr is a terminal, JSON lines otherwise.
+    log_format: Literal["json", "text"] | None = None
 
     @field_validator("registries", "allowed_modules", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -133,17 +134,49 @@ class JsonFormatter(logging.Formatter):
 
 
 class RedactingTextFormatter(logging.Formatter):
-    """Plain text for a terminal, with the same redaction."""
+    """Readable lines for a person at a terminal, with the same redaction; `colour`
+    marks the level (never inside the redacted text)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, colour: bool = False) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+        self.colour = colour
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         context = current_context()
         if context is not None and context.request_id is not None:
             text = f"{text} [request_id={context.request_id} run_id={context.run_id}]"
-        return redact_text(text)
+        text = redact_text(text)
+        if self.colour:
+            level = f" {record.levelname} "
+            shade = LEVEL_COLOURS.get(record.levelname, "")
+            text = text.replace(level, f" {shade}{record.levelname}{RESET} ", 1)
+        return text
+
+
+LEVEL_COLOURS = {
+    "DEBUG": "\x1b[2m",
+    "INFO": "\x1b[32m",
+    "WARNING": "\x1b[33m",
+    "ERROR": "\x1b[1;31m",
+    "CRITICAL": "\x1b[1;31m",
+}
+RESET = "\x1b[0m"
+
+
+def chosen_format(fmt: LogFormat | None, stream: IO[str]) -> LogFormat:
+    """JSON lines for a log shipper, readable lines for a person: with no format set,
+    text when the stream is a terminal, JSON otherwise."""
+    if fmt is not None:
+        return fmt
+    return "text" if _is_terminal(stream) else "json"
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 # (whole seconds, their ISO text): every line of the same second shares it.
@@ -300,14 +333,20 @@ def own_json_handler(logger: logging.Logger, level: int) -> TurnBatchingHandler 
     return found
 
 
-def build_handler(fmt: LogFormat = "json", stream: IO[str] | None = None) -> logging.Handler:
-    handler = TurnBatchingHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else RedactingTextFormatter())
+def build_handler(fmt: LogFormat | None = "json", stream: IO[str] | None = None) -> logging.Handler:
+    """`fmt` None: `chosen_format`; colour only on a terminal, and not with NO_COLOR set."""
+    target = stream if stream is not None else sys.stderr
+    handler = TurnBatchingHandler(target)
+    if chosen_format(fmt, target) == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        colour = _is_terminal(target) and not os.environ.get("NO_COLOR")
+        handler.setFormatter(RedactingTextFormatter(colour=colour))
     return handler
 
 
 def configure_logging(
-    level: str = "INFO", fmt: LogFormat = "json", stream: IO[str] | None = None
+    level: str = "INFO", fmt: LogFormat | None = "json", stream: IO[str] | None = None
 ) -> logging.Handler:
     """Make the root logger's only handler the redacting one; uvicorn's loggers propagate to it."""
     handler = build_handler(fmt, stream)

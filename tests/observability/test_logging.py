@@ -468,3 +468,40 @@ def test_a_line_that_cannot_be_made_never_fails_the_request(
     middleware.ObservabilityMiddleware(None)._record(scope, 200, 0.001, None)
 
     assert stream.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _emit_through(handler: logging.Handler, stream: io.StringIO) -> str:
+    handler.emit(_record("key=%s", SECRET))
+    handler.flush()
+    return stream.getvalue()
+
+
+def test_a_terminal_gets_readable_coloured_lines_and_a_pipe_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal, pipe = _Terminal(), io.StringIO()
+
+    on_terminal = _emit_through(build_handler(None, terminal), terminal)
+    on_pipe = _emit_through(build_handler(None, pipe), pipe)
+
+    assert "\x1b[32mINFO\x1b[0m toolloop.test key=[REDACTED]" in on_terminal
+    assert SECRET not in on_terminal
+    assert orjson.loads(on_pipe)["message"] == "key=[REDACTED]"
+
+
+def test_a_chosen_format_wins_and_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    json_terminal, text_terminal = _Terminal(), _Terminal()
+
+    as_json = _emit_through(build_handler("json", json_terminal), json_terminal)
+    plain = _emit_through(build_handler(None, text_terminal), text_terminal)
+
+    assert orjson.loads(as_json)["message"] == "key=[REDACTED]"
+    assert " INFO toolloop.test key=[REDACTED]" in plain
+    assert "\x1b[" not in plain

@@ -39,8 +39,18 @@ subagents:
           additionalProperties: false
         output_schema: {type: object}
         effect: read
+      gate:
+        callable: tests.api.console.console_tools:gate
+        description: Wait until the test opens the gate file named by the label.
+        input_schema:
+          type: object
+          properties: {label: {type: string, pattern: "^[a-z0-9-]+$"}}
+          required: [label]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: idempotent
     runner_defaults:
-      allowed_tools: [echo, hold, fail]
+      allowed_tools: [echo, hold, fail, gate]
       max_calls: 100
       tool_timeout_s: 60
 """

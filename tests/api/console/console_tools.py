@@ -4,7 +4,11 @@ releases it, and one that fails."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from typing import Any
+
+GATE_DIR_ENV = "CONSOLE_GATE_DIR"
 
 _released: dict[str, asyncio.Event] = {}
 
@@ -28,3 +32,12 @@ async def hold(label: str) -> dict[str, Any]:
 
 def fail(text: str) -> dict[str, Any]:
     raise RuntimeError(f"refused {len(text)} characters")
+
+
+def gate(label: str) -> dict[str, Any]:
+    """Wait (in a worker thread) until a file named `label` exists in the directory
+    `CONSOLE_GATE_DIR` names: the test, another process, opens the gate."""
+    path = os.path.join(os.environ[GATE_DIR_ENV], label)
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return {"label": label}

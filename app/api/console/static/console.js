@@ -11,6 +11,8 @@
 
   function followRun(section) {
     var source = new EventSource(section.getAttribute("data-events"));
+    // A form on its way (cancel) must not be overtaken by a reload of this page.
+    document.addEventListener("submit", function () { source.close(); });
     source.addEventListener("receipt", function (message) {
       var receipt = JSON.parse(message.data);
       var row = document.getElementById("receipt-" + (receipt.item_key || "") + "-" + receipt.call_key);
