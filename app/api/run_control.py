@@ -130,13 +130,13 @@ async def stream_run_events(
     except RunNotFound:
         raise NotFound("There is no run with this id.") from None
     return StreamingResponse(
-        _server_sent(events),
+        server_sent_events(events),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-async def _server_sent(events: AsyncGenerator[RunEvent, None]) -> AsyncIterator[bytes]:
+async def server_sent_events(events: AsyncGenerator[RunEvent, None]) -> AsyncIterator[bytes]:
     async with aclosing(events):
         async for event in events:
             if event.kind == "heartbeat":

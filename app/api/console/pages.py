@@ -5,13 +5,11 @@ the same per-caller visibility (someone else's run is 404 here too)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from fastapi.templating import Jinja2Templates
@@ -31,16 +29,24 @@ from app.api.console.timeline import lane_timeline
 from app.api.deps import RuntimeDep
 from app.api.pagination import keyset_cursor, parse_keyset_cursor
 from app.api.problems import ProblemError
-from app.api.run_control import START_SCOPES, control_rule
+from app.api.run_control import START_SCOPES, control_rule, server_sent_events
 from app.service.catalog import describe_contract
-from app.service.reads import RECEIPT_STATUSES, ReadService, ReceiptFilters, RunFilters, RunNotFound
+from app.service.reads import (
+    RECEIPT_STATUSES,
+    Keyset,
+    Listing,
+    ReadService,
+    ReceiptFilters,
+    RunFilters,
+    RunNotFound,
+)
 from app.service.run_control import (
     CancelForbidden,
     RunAlreadyEnded,
     RunControl,
     RunRunningElsewhere,
 )
-from app.service.run_stream import RunEvent, RunEventStream
+from app.service.run_stream import RunEventStream
 from app.service.tool_health import MAX_SAMPLE, read_health
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
@@ -86,10 +92,27 @@ def not_found(request: Request, session: Session) -> Response:
     )
 
 
-def _next_url(path: str, params: dict[str, str], cursor: str | None) -> str | None:
-    if cursor is None:
-        return None
-    return f"{BASE}{path}?{urlencode({**params, 'cursor': cursor})}"
+async def _keyset_page(
+    name: str,
+    params: dict[str, str],
+    problems: list[str],
+    read: Callable[[Keyset | None], Awaitable[Listing[Keyset]]],
+) -> tuple[list[dict[str, Any]], dict[str, str], str | None]:
+    """One page of the list `name` (also its console path), read only when the filters
+    had no problem: its items, the filters to show again, and the next page's URL."""
+    shown = {k: v for k, v in params.items() if k != "cursor" and v}
+    if problems:
+        return [], shown, None
+    try:
+        after = parse_keyset_cursor(name, params.get("cursor") or None)
+    except ProblemError:
+        problems.append("cursor: not a cursor of this list; start from the first page")
+        return [], shown, None
+    listing = await read(after)
+    if listing.next is None:
+        return listing.items, shown, None
+    cursor = keyset_cursor(name, listing.next)
+    return listing.items, shown, f"{BASE}/{name}?{urlencode({**shown, 'cursor': cursor})}"
 
 
 @router.get("")
@@ -109,20 +132,14 @@ async def runs_page(request: Request, runtime: RuntimeDep, session: Reader) -> R
         since=forms.moment(params, "since", problems),
         until=forms.moment(params, "until", problems),
     )
-    runs: list[dict[str, Any]] = []
-    next_cursor = None
-    if not problems:
-        try:
-            after = parse_keyset_cursor("runs", params.get("cursor") or None)
-        except ProblemError:
-            problems.append("cursor: not a cursor of this list; start from the first page")
-        else:
-            listing = await ReadService(runtime.sessions).list_runs(
-                filters, session.principal, limit=PAGE, after=after
-            )
-            runs = listing.items
-            next_cursor = None if listing.next is None else keyset_cursor("runs", listing.next)
-    shown = {k: v for k, v in params.items() if k != "cursor" and v}
+    runs, shown, next_url = await _keyset_page(
+        "runs",
+        params,
+        problems,
+        lambda after: ReadService(runtime.sessions).list_runs(
+            filters, session.principal, limit=PAGE, after=after
+        ),
+    )
     return render(
         request,
         session,
@@ -136,7 +153,7 @@ async def runs_page(request: Request, runtime: RuntimeDep, session: Reader) -> R
         problems=problems,
         any_running=any(run["status"] == "running" for run in runs),
         refresh_url=str(request.url),
-        next_url=_next_url("/runs", shown, next_cursor),
+        next_url=next_url,
     )
 
 
@@ -194,20 +211,10 @@ async def run_events(
     except RunNotFound:
         return not_found(request, session)
     return StreamingResponse(
-        _server_sent(events),
+        server_sent_events(events),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-
-
-async def _server_sent(events: AsyncGenerator[RunEvent, None]) -> AsyncIterator[bytes]:
-    async with aclosing(events):
-        async for event in events:
-            if event.kind == "heartbeat":
-                yield b": keep-alive\n\n"
-            else:
-                data = orjson.dumps(event.data, option=orjson.OPT_NON_STR_KEYS)
-                yield b"event: " + event.kind.encode() + b"\ndata: " + data + b"\n\n"
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -251,20 +258,14 @@ async def receipts_page(request: Request, runtime: RuntimeDep, session: Reader) 
         since=forms.moment(params, "since", problems),
         until=forms.moment(params, "until", problems),
     )
-    receipts: list[dict[str, Any]] = []
-    next_cursor = None
-    if not problems:
-        try:
-            after = parse_keyset_cursor("receipts", params.get("cursor") or None)
-        except ProblemError:
-            problems.append("cursor: not a cursor of this list; start from the first page")
-        else:
-            listing = await ReadService(runtime.sessions).list_receipts(
-                filters, session.principal, limit=PAGE, after=after
-            )
-            receipts = listing.items
-            next_cursor = None if listing.next is None else keyset_cursor("receipts", listing.next)
-    shown = {k: v for k, v in params.items() if k != "cursor" and v}
+    receipts, shown, next_url = await _keyset_page(
+        "receipts",
+        params,
+        problems,
+        lambda after: ReadService(runtime.sessions).list_receipts(
+            filters, session.principal, limit=PAGE, after=after
+        ),
+    )
     return render(
         request,
         session,
@@ -275,7 +276,7 @@ async def receipts_page(request: Request, runtime: RuntimeDep, session: Reader) 
         filters=shown,
         receipt_statuses=RECEIPT_STATUSES,
         problems=problems,
-        next_url=_next_url("/receipts", shown, next_cursor),
+        next_url=next_url,
     )
 
 
