@@ -8,6 +8,7 @@ import orjson
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from app.api.body_hazards import body_hazards, escape_token
 from app.api.problems import InvalidRequest, PayloadTooLarge, ProblemItem, pointer_from_loc
 
 M = TypeVar("M", bound=BaseModel)
@@ -30,13 +31,17 @@ async def read_json(request: Request, max_bytes: int, max_depth: int) -> Any:
         ) from None
     # A document nests at most as deep as it has opening brackets (counted in C,
     # strings included): most bodies need no walk.
-    if body.count(b"{") + body.count(b"[") <= max_depth:
-        return data
-    too_deep = _first_pointer_deeper_than(data, max_depth)
-    if too_deep is not None:
+    if body.count(b"{") + body.count(b"[") > max_depth:
+        too_deep = _first_pointer_deeper_than(data, max_depth)
+        if too_deep is not None:
+            raise InvalidRequest(
+                f"The request body nests deeper than {max_depth} levels.",
+                errors=[ProblemItem(too_deep, f"nesting deeper than {max_depth} levels")],
+            )
+    hazards = body_hazards(body, data)
+    if hazards:
         raise InvalidRequest(
-            f"The request body nests deeper than {max_depth} levels.",
-            errors=[ProblemItem(too_deep, f"nesting deeper than {max_depth} levels")],
+            "The request body holds U+0000 or repeats a key in an object.", errors=hazards
         )
     return data
 
@@ -55,8 +60,7 @@ def _first_pointer_deeper_than(data: Any, max_depth: int) -> str | None:
             return pointer
         for key, child in children:
             if isinstance(child, (dict, list)):
-                escaped = str(key).replace("~", "~0").replace("/", "~1")
-                stack.append((child, depth + 1, f"{pointer}/{escaped}"))
+                stack.append((child, depth + 1, f"{pointer}/{escape_token(str(key))}"))
     return None
 
 

@@ -46,6 +46,7 @@ from app.engine.failures import (
 from app.engine.invocation import Invoker
 from app.engine.json_output import JSON_CHECK_OPTIONS, json_problem
 from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
+from app.engine.preflight import key_problem
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.engine.retry import backoff_delay, is_retryable
@@ -395,6 +396,9 @@ class CallPipeline:
             reasons = [describe_problems(BAD_ARGS, tool.input_schema, args)]
         if tool is not None and not reasons and tool.requires is not None:
             reasons = state.requirements.unmet(tool, parent.item_key, self.contract.tools)
+        malformed_key = key_problem("call_key", call_key)
+        if malformed_key is not None:
+            reasons = [*reasons, malformed_key]
         if tool is None or reasons:
             self._auditor.call_event(
                 AuditKind.DISPATCH_REJECTED,

@@ -8,6 +8,7 @@ strings: compared, never parsed.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,10 @@ from app.engine.requirements import unmet_requirements
 
 AdmittedArgs = dict[str, Any]
 A = TypeVar("A")
+
+MAX_KEY_LENGTH = 256
+# C0, DEL and C1: the characters Unicode names "Control" (category Cc).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 class ProblemCode(StrEnum):
@@ -130,9 +135,13 @@ class _Checker:
         self.unique_at(pointer, name, enumerate(keys))
 
     def unique_at(self, pointer: str, name: str, keys: Iterable[tuple[int, str]]) -> None:
-        """`unique` over keys paired with their index in the body."""
+        """Each key well formed (`key_problem`) and used once; keys paired with their
+        index in the body."""
         first_index: dict[str, int] = {}
         for index, key in keys:
+            malformed = key_problem(name, key)
+            if malformed is not None:
+                self.add(f"{pointer}/{index}/{name}", malformed)
             first = first_index.setdefault(key, index)
             if first != index:
                 self.add(
@@ -232,3 +241,13 @@ class _Checker:
             )
         for problem in found:
             self.add(pointer + problem.pointer, problem.message, ProblemCode.INVALID_ARGS)
+
+
+def key_problem(name: str, key: str) -> str | None:
+    """Why `key` cannot be a `call_key` or `item_key` (`name`), or None when it can:
+    1 to 256 characters, none of them a control character."""
+    if not 1 <= len(key) <= MAX_KEY_LENGTH:
+        return f"{name} must be 1 to {MAX_KEY_LENGTH} characters, not {len(key)}"
+    if _CONTROL.search(key) is not None:
+        return f"{name} may not contain control characters"
+    return None

@@ -186,16 +186,14 @@ async def test_malformed_plan_bytes_are_rejected(
     await _assert_rejected_without_running(hostile_client, "/plans/sequential", raw)
 
 
-async def test_nul_bytes_in_valid_plans_run_and_are_stored(
+async def test_nul_bytes_in_otherwise_valid_plans_are_refused_and_nothing_runs(
     hostile_client: httpx.AsyncClient,
 ) -> None:
     plan = {
         "owner": "tester",
         "calls": [{"call_key": "a\x00b", "tool": "echo", "args": {"text": "x\x00y"}}],
     }
-    response = await hostile_client.post("/plans/sequential", json=plan)
-    assert response.status_code == 200
-    assert response.json()["receipts"][0]["output"] == {"text": "x\x00y"}
+    await _assert_rejected_without_running(hostile_client, "/plans/sequential", _dumps(plan))
 
 
 def _dumps(value: Any) -> bytes:
