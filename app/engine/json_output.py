@@ -82,7 +82,8 @@ def _problem(value: Any, pointer: str, depth: int) -> str | None:
     if isinstance(value, str):
         if value.isascii() or _utf8(value):
             return None
-        return f"at {pointer or '/'}: a string holds a lone surrogate (not valid UTF-8)"
+        where = pointer or "/"
+        return f"at {where}: a string holds a lone surrogate (not UTF-8: it cannot be stored)"
     if isinstance(value, float):
         if math.isfinite(value):
             return None

@@ -51,6 +51,7 @@ from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
+from app.engine.storable import NUL_ESCAPE, UNSTORABLE_OUTPUT, unstorable_problem
 from app.engine.waiting import wait_all
 from app.engine.watchdog import Watchdog, WatchdogExpired
 
@@ -330,6 +331,12 @@ class CallPipeline:
             not_json := json_problem(output)
         ) is not None:
             error = CallError(_OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
+            return self._settle(call, out, _FAILED, None, error)
+        # JSON, but not storable: failed here, so that no row ever holds it.
+        if (written is None or written.partition(NUL_ESCAPE)[1]) and (
+            unstorable := unstorable_problem(output)
+        ) is not None:
+            error = CallError(_OUTPUT_SCHEMA, f"{UNSTORABLE_OUTPUT}: {unstorable}")
             return self._settle(call, out, _FAILED, None, error)
         if not spec.output_valid(output):
             error = CallError(

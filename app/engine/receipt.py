@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.engine.storable import storable_text
 
 
 class Status(StrEnum):
@@ -43,9 +44,11 @@ class CallError:
     outcome_unknown: bool = False
 
     def to_dict(self, message: str | None = None) -> dict[str, Any]:
+        """As answered and stored: `message` (default: its own), escaped where no
+        database could store it (an exception's text may hold anything)."""
         return {
             "kind": self.kind.value,
-            "message": self.message if message is None else message,
+            "message": storable_text(self.message if message is None else message),
             "outcome_unknown": self.outcome_unknown,
         }
 
