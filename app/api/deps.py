@@ -17,9 +17,10 @@ async def get_runtime(request: Request) -> Runtime:
     would cost every request a hop to a worker thread and back."""
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
-        problem = getattr(request.app.state, "database_problem", "the service is starting")
+        # Why (`app.state.database_problem`: where the database is, the driver's
+        # reason) is logged as the wait goes on; the caller only needs to retry.
         raise ServiceUnavailable(
-            f"The service is waiting for its database: {problem}", headers={"Retry-After": "5"}
+            "The service is waiting for its database; retry later.", headers={"Retry-After": "5"}
         )
     return runtime
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import RuntimeDep
-from app.api.problems import ServiceUnavailable
+from app.api.problems import DATABASE_UNAVAILABLE, ServiceUnavailable
 
 router = APIRouter(tags=["probes"])
+logger = logging.getLogger("toolloop.api")
 
 
 class Health(BaseModel):
@@ -30,7 +33,8 @@ async def healthz() -> Health:
 async def readyz(runtime: RuntimeDep) -> Readiness:
     problem = await runtime.database_problem()
     if problem is not None:
-        raise ServiceUnavailable(problem, headers={"Retry-After": "5"})
+        logger.warning("not ready: %s", problem)
+        raise ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"Retry-After": "5"})
     return Readiness(
         status="ready",
         contract_hash=runtime.contract.hash,

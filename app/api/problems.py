@@ -185,17 +185,22 @@ async def _on_plan_rejected(_: Request, exc: Exception) -> JSONResponse:
     return problem_response(422, "plan-rejected", "The plan was rejected; nothing ran.", items)
 
 
-async def _on_storage_unavailable(_: Request, exc: Exception) -> JSONResponse:
-    return problem_response(503, "storage-unavailable", str(exc), headers={"Retry-After": "5"})
+# What a 503 says of the database: the cause (driver text, SQL, where the database
+# lives) goes to the log only.
+DATABASE_UNAVAILABLE = "The database is unavailable; retry later."
+
+
+async def _on_storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    logger.warning("storage unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return problem_response(
+        503, "storage-unavailable", DATABASE_UNAVAILABLE, headers={"Retry-After": "5"}
+    )
 
 
 async def _on_database_unreachable(_: Request, exc: Exception) -> JSONResponse:
     logger.warning("database unavailable: %s", type(exc).__name__)
     return problem_response(
-        503,
-        "storage-unavailable",
-        "The database is unavailable; retry later.",
-        headers={"Retry-After": "5"},
+        503, "storage-unavailable", DATABASE_UNAVAILABLE, headers={"Retry-After": "5"}
     )
 
 

@@ -45,6 +45,9 @@ T = TypeVar("T")
 router = APIRouter(prefix="/router", tags=["router"])
 
 Id = Annotated[str, Path(min_length=1, max_length=64)]
+ROUTER_UNAVAILABLE = (
+    "The router is unavailable: it failed closed at startup (the service log says why)."
+)
 
 
 class Conflict(ProblemError):
@@ -58,7 +61,8 @@ class Conflict(ProblemError):
 
 def _problem(exc: Exception) -> ProblemError:
     if isinstance(exc, RouterUnavailable):
-        return ServiceUnavailable(str(exc), headers={"Retry-After": "60"})
+        # Its problems name files and keys of the server's configuration: logged at startup.
+        return ServiceUnavailable(ROUTER_UNAVAILABLE, headers={"Retry-After": "60"})
     if isinstance(exc, RouterRequestRejected):
         items = [ProblemItem(p.pointer, p.message) for p in exc.problems]
         return InvalidRequest("The router request was rejected; nothing ran.", errors=items)

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 
 class LLMError(Exception):
-    pass
+    @property
+    def summary(self) -> str:
+        """What a run's state and audit may say: no URL, no server or driver text
+        (those go to the log). The message itself, unless a subclass says less."""
+        return str(self)
 
 
 class LLMConfigurationError(LLMError):
@@ -49,10 +53,21 @@ class LLMTransportError(LLMError):
         self.attempts = attempts
         self.status = status
         self.cause = cause
-        plural = "attempt" if attempts == 1 else "attempts"
         super().__init__(
-            f"model profile {profile!r}: POST {url} failed after {attempts} {plural}: {cause}"
+            f"model profile {profile!r}: POST {url} failed after {_attempts(attempts)}: {cause}"
         )
+
+    @property
+    def summary(self) -> str:
+        answer = "no HTTP answer" if self.status is None else f"last answer HTTP {self.status}"
+        return (
+            f"model profile {self.profile!r}: the request to the model failed after "
+            f"{_attempts(self.attempts)} ({answer}; the service log has the cause)"
+        )
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
 
 
 class LLMMalformedResponse(LLMError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -12,6 +13,8 @@ from app.llm.profiles import ModelProfile
 from app.router.outcome import Stop
 from app.router.policies import short
 from app.router.session import RunSession
+
+logger = logging.getLogger("toolloop.router")
 
 
 async def ask(
@@ -54,7 +57,8 @@ async def ask(
         )
         return None
     except LLMError as exc:
-        state.error = short(str(exc))
+        logger.warning("router run %s: the %s model failed: %s", session.identity.run_id, role, exc)
+        state.error = short(exc.summary)
         session.record(
             "router.llm_error", {"role": role, "profile": profile.name, "error": state.error}
         )

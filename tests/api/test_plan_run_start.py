@@ -204,7 +204,7 @@ async def test_a_plan_of_read_tools_is_refused_before_any_call_while_the_databas
 
     assert response.status_code == 503
     assert response.headers["content-type"].startswith("application/problem+json")
-    assert "the database is unavailable" in response.json()["detail"]
+    assert response.json()["detail"] == "The database is unavailable; retry later."
     assert plan_tools.calls["read"] == 0
     writer._outage = None
 
@@ -226,7 +226,7 @@ async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
 
     assert response.status_code == 503
     assert response.headers["content-type"].startswith("application/problem+json")
-    assert "the run's start could not be stored" in response.json()["detail"]
+    assert response.json()["detail"] == "The database is unavailable; retry later."
     async with app.state.runtime.sessions() as session:
         assert (await RunRepository(session).list_page(limit=10)).items == []
         assert (await ReceiptRepository(session).list_page(limit=10)).items == []

@@ -349,3 +349,6 @@ async def test_a_refused_connection_is_retried_then_an_llm_error(
     body = response.json()
     assert (body["status"], body["stopped_by"]) == ("error", "llm_error")
     assert "after 2 attempts" in body["state"]["error"]
+    # Where the model server is, and what the connection said, are the log's.
+    assert "127.0.0.1" not in response.text
+    assert "onnect" not in response.text
