@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 from app.api.auth import RunsReader
 from app.api.deps import RuntimeDep
 from app.api.pagination import keyset_cursor, parse_keyset_cursor
+from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
 from app.api.schemas.runs import (
     DEFAULT_PAGE,
@@ -50,6 +51,7 @@ async def list_receipts(
     until: Until = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Cursor = None,
+    _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
     after = parse_keyset_cursor("receipts", cursor)
     filters = ReceiptFilters(

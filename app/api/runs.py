@@ -26,6 +26,7 @@ from app.api.pagination import (
     position_cursor,
 )
 from app.api.problems import NotFound
+from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
 from app.api.schemas.runs import (
     DEFAULT_PAGE,
@@ -90,6 +91,7 @@ async def list_runs(
     until: Until = None,
     limit: PageLimit = DEFAULT_PAGE,
     cursor: Cursor = None,
+    _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
     after = parse_keyset_cursor("runs", cursor)
     filters = RunFilters(
@@ -108,7 +110,9 @@ async def list_runs(
     response_class=FastJSONResponse,
     responses={200: {"model": RunOut}, **RUN_PROBLEMS},
 )
-async def get_run(runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath) -> FastJSONResponse:
+async def get_run(
+    runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath, _known: KnownQueryOnly = None
+) -> FastJSONResponse:
     return FastJSONResponse(await _visible(ReadService(runtime.sessions).get_run(run_id, viewer)))
 
 
@@ -124,6 +128,7 @@ async def list_run_receipts(
     run_id: RunPath,
     limit: RunPageLimit = DEFAULT_RUN_PAGE,
     cursor: Cursor = None,
+    _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
     after = parse_position_cursor("run-receipts", cursor, maximum=MAX_SEQ)
     listing = await _visible(
@@ -147,6 +152,7 @@ async def list_run_audit(
     run_id: RunPath,
     limit: RunPageLimit = DEFAULT_RUN_PAGE,
     cursor: Cursor = None,
+    _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
     found = parse_position_cursor_of(AUDIT_LISTINGS, cursor, maximum=MAX_AUDIT_ID)
     after = None

@@ -144,12 +144,6 @@ async def test_text_filters_refuse_nul_and_huge_values(client: httpx.AsyncClient
     assert await _problem(await client.get("/runs/a%00b")) == ["/run_id"]
 
 
-async def test_unknown_query_parameters_are_ignored(client: httpx.AsyncClient) -> None:
-    response = await client.get("/receipts", params={"colour": "blue"})
-
-    assert response.json() == {"items": [], "next_cursor": None}
-
-
 async def test_the_openapi_document_names_every_read_operation(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
 
@@ -165,3 +159,47 @@ async def test_the_openapi_document_names_every_read_operation(client: httpx.Asy
         assert operation["operationId"] == operation_id
         assert {"200", "401", "403", "422"} <= set(operation["responses"])
         assert ("404" in operation["responses"]) == ("{run_id}" in path)
+
+
+@pytest.mark.parametrize("path", [*LISTINGS, "/runs/r"])
+async def test_an_unknown_query_parameter_is_422_naming_it(
+    app: FastAPI, client: httpx.AsyncClient, path: str
+) -> None:
+    await seed_run(app, "r")
+    known = {} if path == "/runs/r" else {"limit": "5"}
+
+    response = await client.get(path, params={**known, "stauts": "failed", "a/b": "1"})
+
+    assert await _problem(response) == ["/stauts", "/a~1b"]
+    assert response.json()["errors"][0]["message"] == "unknown query parameter"
+    assert (await client.get(path, params=known)).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/runs", "/receipts"])
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "1767225600",
+        "2026-01-01 00:00:00Z",
+        "2026-01-01T00:00Z",
+        "2026-01-01T00:00:00+0500",
+        "2026-01-01T00:00:00+05",
+        "2026-W01-1T00:00:00Z",
+    ],
+)
+async def test_since_and_until_are_rfc3339_only(
+    client: httpx.AsyncClient, path: str, moment: str
+) -> None:
+    response = await client.get(path, params={"since": moment, "until": moment})
+
+    assert await _problem(response) == ["/since", "/until"]
+    assert "RFC 3339" in response.json()["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "moment", ["2026-01-01T00:00:00Z", "2026-01-01t00:00:00.123456z", "2026-01-01T00:00:00-05:00"]
+)
+async def test_rfc3339_times_are_taken(client: httpx.AsyncClient, moment: str) -> None:
+    response = await client.get("/receipts", params={"since": moment, "until": moment})
+
+    assert response.status_code == 200, response.text

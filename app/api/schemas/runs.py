@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
-from pydantic import AfterValidator, AwareDatetime, BaseModel, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, Field
 
 from app.api.problems import PROBLEM_MEDIA_TYPE, ProblemOut
 from app.api.schemas.plans import CallErrorOut
@@ -48,6 +49,18 @@ def _text(value: str) -> str:
     return value
 
 
+# RFC 3339 `date-time`: the date, `T`, the time to the second (a fraction allowed),
+# and `Z` or a `+hh:mm`/`-hh:mm` offset. Pydantic alone also takes other ISO 8601
+# forms and bare Unix timestamps.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: Any) -> Any:
+    if not isinstance(value, str) or _RFC3339.fullmatch(value) is None:
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-01-01T00:00:00Z")
+    return value
+
+
 def _utc(value: datetime) -> datetime:
     try:
         return value.astimezone(UTC)
@@ -56,10 +69,10 @@ def _utc(value: datetime) -> datetime:
 
 
 Text = Annotated[str, AfterValidator(_text)]
-UtcTime = Annotated[AwareDatetime, AfterValidator(_utc)]
+UtcTime = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_utc)]
 
 FilterText = Text | None
-_OFFSET = " (ISO 8601 with a UTC offset: `Z`, or `+hh:mm` with `+` sent as `%2B`)."
+_OFFSET = " (RFC 3339 with a UTC offset: `Z`, or `+hh:mm` with `+` sent as `%2B`)."
 Since = Annotated[UtcTime | None, Query(description="Created at or after this time" + _OFFSET)]
 Until = Annotated[UtcTime | None, Query(description="Created strictly before this time" + _OFFSET)]
 Cursor = Annotated[
