@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -28,7 +28,6 @@ from app.engine.ids import new_run_id
 from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
 from app.engine.preflight import PlanProblem, preflight_parallel, preflight_sequential
 from app.engine.readable_preflight import ReadablePlan, readable_problems
-from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
 from app.observability.context import bind_run
 from app.observability.plans import record_plan_rejected
@@ -36,8 +35,11 @@ from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
+from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.run_records import record_run_start
 from app.service.writer import GroupCommitWriter
+
+PLAN_REJECTED = "plan.rejected"
 
 
 def _now() -> datetime:
@@ -53,6 +55,11 @@ class PlanService:
     limits: PlanLimits
     instance_id: str
     max_stored_output_bytes: int
+    # Rows for rejected plans: sanitized, bounded per caller (`rejection_audit`).
+    rejections: RejectionAudit = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rejections", RejectionAudit(self.writer.emit_row, PLAN_REJECTED))
 
     async def open_sequential(
         self,
@@ -147,27 +154,14 @@ class PlanService:
     def _reject(
         self, kind: str, owner: str, caller: str | None, problems: Sequence[PlanProblem]
     ) -> None:
-        self.writer.emit_row(
-            {
-                "run_id": None,
-                "at": _now(),
-                "kind": "plan.rejected",
-                "caller": caller,
-                "tool": None,
-                "call_key": None,
-                "item_key": None,
-                "detail": {
-                    "plan_kind": kind,
-                    "owner": redact_text(owner),
-                    "problems": [
-                        {"pointer": redact_text(p.pointer), "message": redact_text(p.message)}
-                        for p in problems
-                    ],
-                },
-            }
-        )
+        detail = {"plan_kind": kind, **rejection_detail(owner, self.contract.owners, problems)}
+        self.rejections.record(caller, detail)
         record_plan_rejected(kind, problems)
         raise PlanRejected(problems)
+
+    def close(self) -> None:
+        """Write what the rejection audit still holds (the service is closing)."""
+        self.rejections.close()
 
     async def _open_run(
         self,

@@ -9,7 +9,7 @@ any process can decide or cancel it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,6 +30,7 @@ from app.router.request import RouterRequest
 from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
+from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.router_errors import (
     ConfirmationConflict,
     ConfirmationNotFound,
@@ -83,6 +84,11 @@ class RouterService:
     limits: RouterLimits
     setup: RouterSetup
     kit: RouterKit | None
+    # Rows for rejected requests: sanitized, bounded per caller (`rejection_audit`).
+    rejections: RejectionAudit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rejections = RejectionAudit(self.writer.emit_row, "router.rejected")
 
     def require_ready(self) -> RouterKit:
         if self.kit is None or self.setup.profiles is None:
@@ -223,17 +229,12 @@ class RouterService:
     # -- internals ------------------------------------------------------------
 
     def _reject(self, owner: str, caller: str | None, problems: list[PlanProblem]) -> NoReturn:
-        AuditDecisions(self.writer, None, caller).record(
-            "router.rejected",
-            {
-                "owner": redact_text(owner),
-                "problems": [
-                    {"pointer": redact_text(p.pointer), "message": redact_text(p.message)}
-                    for p in problems
-                ],
-            },
-        )
+        self.rejections.record(caller, rejection_detail(owner, self.contract.owners, problems))
         raise RouterRequestRejected(problems)
+
+    def close(self) -> None:
+        """Write what the rejection audit still holds (the service is closing)."""
+        self.rejections.close()
 
     async def _claim(self, repo: RouterRunRepository, run: Run) -> _Resume | None:
         run_id = run.id

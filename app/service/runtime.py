@@ -91,6 +91,8 @@ class Runtime:
         await self.engine.aclose()
         self.call_metrics.flush()
         await self.llm_http.aclose()
+        self.plans.close()
+        self.router.close()
         await self.writer.aclose()
         if self.sqlite_process is not None:
             await self.sqlite_process.aclose()
