@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import httpx
 import orjson
+from fastapi import FastAPI
 
+from app.store.repositories.audit import AuditRepository
 from tests.router.http_support import run_body
 from tests.router.scripted_server import ScriptedServer
 
@@ -50,3 +52,23 @@ async def test_a_decision_with_a_nul_or_a_repeated_key_is_refused(
     assert await _post(client, path, b'{"approve": false, "approve": true}') == [
         ("/approve", "an object may not repeat a key")
     ]
+
+
+async def test_a_rejected_router_run_is_audited_without_its_strings(
+    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+) -> None:
+    owner = "\x1b[2J" + "o" * 300
+    response = await client.post("/router/runs", json=run_body(owner=owner))
+    assert response.status_code == 422
+
+    runtime = app.state.runtime
+    await runtime.writer.flush()
+    async with runtime.sessions() as session:
+        events = await AuditRepository(session).list_for_run(None)
+    (row,) = [event for event in events if event.kind == "router.rejected"]
+
+    assert row.detail["owner_chars"] == len(owner)
+    assert row.detail["problem_count"] == len(response.json()["errors"])
+    assert owner not in orjson.dumps(row.detail).decode()
+    assert "\x1b" not in orjson.dumps(row.detail).decode()
+    assert model.requests == []
