@@ -28,6 +28,7 @@ _NUL_ESCAPE = b"\\u0000"
 NUL_IN_STRING = "a string may not contain U+0000"
 NUL_IN_KEY = "an object key may not contain U+0000"
 REPEATED_KEY = "an object may not repeat a key"
+TOO_DEEP_TO_CHECK = "nested too deep to check for repeated keys"
 
 
 def body_hazards(body: bytes | bytearray, data: Any) -> list[ProblemItem]:
@@ -45,7 +46,12 @@ def _may_repeat_keys(body: bytes | bytearray, data: Any) -> bool:
         return False
     if b"\\u003a" in body or b"\\u003A" in body:
         return True
-    return body.count(b":") != orjson.dumps(data).count(b":")
+    try:
+        written = orjson.dumps(data)
+    except TypeError:
+        # Nested deeper than orjson writes (it reads deeper): the standard library decides.
+        return True
+    return body.count(b":") != written.count(b":")
 
 
 def _nul_problems(data: Any) -> list[ProblemItem]:
@@ -91,8 +97,13 @@ def _keep_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _repeated_key_problems(body: bytes | bytearray) -> list[ProblemItem]:
+    try:
+        parsed = json.loads(body, object_pairs_hook=_keep_repeats)
+    except RecursionError:
+        # Only where the nesting limit allows more than the interpreter's recursion: fail closed.
+        return [ProblemItem("", TOO_DEEP_TO_CHECK)]
     problems: list[ProblemItem] = []
-    stack: list[tuple[Any, str]] = [(json.loads(body, object_pairs_hook=_keep_repeats), "")]
+    stack: list[tuple[Any, str]] = [(parsed, "")]
     while stack:
         value, pointer = stack.pop()
         if isinstance(value, dict):
