@@ -5,13 +5,17 @@ defined at the top level of the module it names: no private path segment, no
 class, builtin, lambda, partial or other callable object, and no name that a
 module merely re-exports (`logging.os:system`, `from x import f`), so the
 registry always names where the code lives. With an allowlist, modules outside
-it are refused before anything is imported.
+it are refused before anything is imported. A module of Python's standard
+library (`subprocess:run`, `shutil:rmtree`, `os:popen`) is refused, also before
+import, unless the allowlist names it or a package above it: a registry that
+can reach the standard library can run any command.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,9 +33,15 @@ def resolve_callable(ref: str, allowed_modules: Sequence[str] | None = None) -> 
     private = [part for part in (*module_name.split("."), function_name) if part.startswith("_")]
     if private:
         raise CallableError(f"{ref!r} is not public: {private[0]!r} starts with an underscore")
-    if allowed_modules is not None and not _is_allowed(module_name, allowed_modules):
+    allowed = allowed_modules is not None and _is_allowed(module_name, allowed_modules)
+    if allowed_modules is not None and not allowed:
         raise CallableError(
             f"module {module_name!r} is outside the allowed modules ({', '.join(allowed_modules)})"
+        )
+    if not allowed and is_standard_library(module_name):
+        raise CallableError(
+            f"module {module_name!r} is in Python's standard library; list it in "
+            "TOOLLOOP_ALLOWED_MODULES (--allowed-module) to allow its callables"
         )
     function = _check_function(ref, _attribute(_import(module_name), ref, function_name))
     if function.__module__ != module_name:
@@ -56,6 +66,10 @@ def require_one_argument(resolved: ResolvedCallable) -> None:
         raise CallableError(
             f"{resolved.ref!r} must accept exactly one positional argument"
         ) from None
+
+
+def is_standard_library(module_name: str) -> bool:
+    return module_name.partition(".")[0] in sys.stdlib_module_names
 
 
 def _is_allowed(module_name: str, allowed_modules: Sequence[str]) -> bool:

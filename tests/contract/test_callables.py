@@ -54,15 +54,52 @@ def test_sync_and_async_functions_resolve() -> None:
     ],
 )
 def test_refused_targets(ref: str, message: str) -> None:
+    # The module allowed explicitly: standard-library modules get past their own refusal.
+    with pytest.raises(CallableError) as info:
+        resolve_callable(ref, [ref.partition(":")[0]])
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "ref", ["subprocess:run", "shutil:rmtree", "os:popen", "os.path:join", "logging.os:system"]
+)
+def test_standard_library_callables_are_refused_before_import(ref: str) -> None:
+    module = ref.partition(":")[0]
     with pytest.raises(CallableError) as info:
         resolve_callable(ref)
-    assert message in str(info.value)
+    assert str(info.value) == (
+        f"module {module!r} is in Python's standard library; list it in "
+        "TOOLLOOP_ALLOWED_MODULES (--allowed-module) to allow its callables"
+    )
+
+
+def test_a_standard_library_module_listed_explicitly_is_allowed() -> None:
+    assert resolve_callable("shlex:quote", ["shlex"]).ref == "shlex:quote"
+    assert resolve_callable("json.decoder:py_scanstring", ["json"]).ref.startswith("json.")
+    with pytest.raises(CallableError, match="outside the allowed modules"):
+        resolve_callable("shlex:quote", ["demo_app"])
+    with pytest.raises(CallableError, match="standard library"):
+        resolve_callable("shlex:quote", None)
+
+
+def test_a_standard_library_refusal_in_a_registry_names_the_file_and_key_path(
+    tmp_path: Path,
+) -> None:
+    registry = base_registry()
+    registry["subagents"]["worker-a"]["tools"]["transform"]["callable"] = "subprocess:run"
+    path = write(tmp_path, "r.yml", registry)
+    problem = only_problem([path])
+    assert problem.file == str(path)
+    assert problem.path == "subagents.worker-a.tools.transform.callable"
+    assert "'subprocess' is in Python's standard library" in problem.message
 
 
 def test_refusal_in_a_registry_names_the_key_path(tmp_path: Path) -> None:
     registry = base_registry()
     registry["subagents"]["worker-a"]["tools"]["transform"]["callable"] = "logging.os:system"
-    problem = only_problem([write(tmp_path, "r.yml", registry)])
+    problem = only_problem(
+        [write(tmp_path, "r.yml", registry)], allowed_modules=["logging", "tests"]
+    )
     assert problem.path == "subagents.worker-a.tools.transform.callable"
     assert problem.message == (
         "cannot import module 'logging.os': ModuleNotFoundError: No module named 'logging.os'"
