@@ -7,7 +7,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 
-from app.api import health, metrics, plans, receipts, resume, router, run_control, runs, tools
+from app.api import (
+    documentation,
+    health,
+    metrics,
+    plans,
+    receipts,
+    resume,
+    router,
+    run_control,
+    runs,
+    tools,
+)
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
 from app.api.console import install_console
@@ -66,15 +77,21 @@ def create_app(
         # request (about 30 µs); the service's telemetry is its own (Prometheus
         # metrics, JSON logs: docs/decisions.md).
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        # Served by `app.api.documentation`, behind the API keys.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.add_middleware(ObservabilityMiddleware)
     install_problem_handlers(app)
     install_openapi(app)
-    # The busiest routes first: a request is matched against the table in order.
-    for api in (plans, router, runs, run_control, resume, receipts, tools, health, metrics):
+    # The busiest routes first, the documentation last: a request is matched
+    # against the table in order.
+    for api in (
+        plans, router, runs, run_control, resume, receipts, tools, health, metrics, documentation
+    ):  # fmt: skip
         add_routes(app, api.router)
     install_console(app)
-    documentation_last(app)
     return app
 
 
@@ -88,16 +105,3 @@ def add_routes(app: FastAPI, api: APIRouter) -> None:
     one pass of a few route regexes.
     """
     app.router.routes.extend(api.routes)
-
-
-def documentation_last(app: FastAPI) -> None:
-    """Move the routes FastAPI adds when the app is made (the OpenAPI document and the
-    documentation pages) behind the service's own: every request was matched
-    against those four first."""
-    documentation = {
-        app.openapi_url,
-        app.docs_url,
-        app.redoc_url,
-        app.swagger_ui_oauth2_redirect_url,
-    }
-    app.router.routes.sort(key=lambda route: getattr(route, "path", None) in documentation)

@@ -17,8 +17,8 @@ async def get_runtime(request: Request) -> Runtime:
     would cost every request a hop to a worker thread and back."""
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
-        # Why (`app.state.database_problem`: where the database is, the driver's
-        # reason) is logged as the wait goes on; the caller only needs to retry.
+        # What the database said is logged as it happens (`app.api.waiting`); a
+        # response names neither where the database is nor what its driver said.
         raise ServiceUnavailable(
             "The service is waiting for its database; retry later.", headers={"Retry-After": "5"}
         )

@@ -1,4 +1,8 @@
-"""Probes: liveness and readiness."""
+"""Probes: liveness and readiness.
+
+Readiness says whether the database answers, never where it is (URL, host,
+file path) nor the driver's words: those go to the log.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,11 @@ from pydantic import BaseModel
 from app.api.deps import RuntimeDep
 from app.api.problems import DATABASE_UNAVAILABLE, ServiceUnavailable
 
+logger = logging.getLogger("toolloop.api.health")
+
 router = APIRouter(tags=["probes"])
-logger = logging.getLogger("toolloop.api")
+
+DATABASE_ANSWERS = "answers"
 
 
 class Health(BaseModel):
@@ -35,8 +42,4 @@ async def readyz(runtime: RuntimeDep) -> Readiness:
     if problem is not None:
         logger.warning("not ready: %s", problem)
         raise ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"Retry-After": "5"})
-    return Readiness(
-        status="ready",
-        contract_hash=runtime.contract.hash,
-        database=runtime.database_display,
-    )
+    return Readiness(status="ready", contract_hash=runtime.contract.hash, database=DATABASE_ANSWERS)

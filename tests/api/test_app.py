@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 
 from app.api.app import create_app
+from app.api.auth import install_auth
 
 DOCUMENTATION = ["/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"]
 
@@ -17,7 +18,9 @@ def test_requests_are_matched_against_the_service_s_routes_first() -> None:
 
 
 async def test_the_documentation_is_still_served() -> None:
-    transport = httpx.ASGITransport(app=create_app())
+    app = create_app()
+    install_auth(app, None)  # open mode, as the lifespan installs it without a keys file
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
         for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
             response = await client.get(path)
