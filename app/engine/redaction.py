@@ -46,6 +46,8 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
         re.compile(rf"eyJ(?<!{_B64URL}eyJ){_B64URL}+\.{_B64URL}+\.{_B64URL}*"),
         REDACTED,
     ),
+    # ToolLoop's own API keys (`app.api.auth.keyring`): tl_<12 hex>_<43+ base64url>.
+    (("tl_",), re.compile(rf"tl_[0-9a-f]{{12}}_{_B64URL}{{43,}}"), REDACTED),
     (
         ("AKIA", "ASIA"),
         re.compile(r"A[KS]IA(?<![A-Za-z0-9]A[KS]IA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
@@ -56,7 +58,7 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
 
 # Every pattern needs one of these literals (`_PATTERNS` names them; a test holds
 # `may_hold_secret` to this list); most strings have none.
-_LITERALS = ("://", "sk-", "eyJ", "earer", "EARER", "AKIA", "ASIA", "-----BEGIN")
+_LITERALS = ("://", "sk-", "eyJ", "earer", "EARER", "tl_", "AKIA", "ASIA", "-----BEGIN")
 
 
 def may_hold_secret(text: str) -> bool:
@@ -67,6 +69,7 @@ def may_hold_secret(text: str) -> bool:
         or "eyJ" in text
         or "earer" in text
         or "EARER" in text
+        or "tl_" in text
         or "AKIA" in text
         or "ASIA" in text
         or "-----BEGIN" in text

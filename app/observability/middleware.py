@@ -15,6 +15,7 @@ from typing import Any, cast
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.engine.ids import new_request_id
+from app.engine.redaction import may_hold_secret, redact_text
 from app.observability.context import LogContext, enter_context, leave_context
 from app.observability.labels import http_method, status_class
 from app.observability.logging import ACCESS_LOGGER, JsonFormatter, own_json_handler
@@ -37,11 +38,14 @@ def route_template(scope: Scope) -> str:
 
 
 def incoming_request_id(scope: Scope) -> str | None:
-    """A well-formed `X-Request-ID` from the client, else None (one is minted)."""
+    """A well-formed `X-Request-ID` from the client, redacted (it is echoed and
+    logged: an API key sent as one must not be), else None (one is minted)."""
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
             text = value.decode("latin-1").strip()
-            return text if _REQUEST_ID.fullmatch(text) else None
+            if not _REQUEST_ID.fullmatch(text):
+                return None
+            return redact_text(text) if may_hold_secret(text) else text
     return None
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from app.api.auth.keyring import new_key, new_key_id
 from app.engine.redaction import (
     _LITERALS,
     _PATTERNS,
@@ -25,6 +26,7 @@ JWT = (
     ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
     ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
+TOOLLOOP_KEY = "tl_0123456789ab_" + "Zm9vYmFyYmF6cXV4LWJhel9xdXV4LWZvb2JhcmJhenF1eA"
 PRIVATE_KEY = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
     "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
@@ -45,6 +47,8 @@ PRIVATE_KEY = (
         (f"Bearer {JWT}", f"Bearer {REDACTED}"),
         ("id AKIAIOSFODNN7EXAMPLE here", f"id {REDACTED} here"),
         ("ASIAY34FZKBOKMUTVV7A", REDACTED),
+        (TOOLLOOP_KEY, REDACTED),
+        (f"X-Request-ID: req-{TOOLLOOP_KEY}.1", f"X-Request-ID: req-{REDACTED}.1"),
         (f"before\n{PRIVATE_KEY}\nafter", f"before\n{REDACTED}\nafter"),
         (
             "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n-----END PRIVATE KEY-----",
@@ -79,6 +83,9 @@ def test_redact_text_replaces_secret_patterns(text: str, expected: str) -> None:
         "eyJhbGciOiJIUzI1NiJ9",
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0",
         "AKIAIOSFODNN7EXAMPL",
+        "tl_0123456789ab_short",
+        "tl_0123456789AB_" + "A" * 43,
+        "ctl_limit_reached",
         "AKIAIOSFODNN7EXAMPLE1",
         "xAKIAIOSFODNN7EXAMPLE",
         "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0\n-----END PUBLIC KEY-----",
@@ -319,3 +326,9 @@ def test_redact_with_json_is_redact_and_the_json_it_wrote_on_the_way(
         assert text == orjson.dumps(value)
     else:
         assert text is None
+
+
+def test_a_key_minted_by_toolloop_is_redacted() -> None:
+    key, _ = new_key(new_key_id())
+    assert redact_text(f"key={key}") == f"key={REDACTED}"
+    assert DEFAULT_REDACTOR.redact({"args": [key]}) == {"args": [REDACTED]}

@@ -35,6 +35,11 @@ SECRETS: dict[str, tuple[str, str]] = {
         "MIIEgoldenPRIVATEbody0123",
     ),
     "url": ("postgres://admin:hunter2GOLDENpw@db.example:5432/app", "hunter2GOLDENpw"),
+    # ToolLoop's own key format (`toolloop keys create`).
+    "toolloop": (
+        "tl_0123456789ab_goldenTOOLLOOPsecret0123456789abcdefghijklmnopq",
+        "goldenTOOLLOOPsecret0123456789abcdefghijklmnopq",
+    ),
 }
 NEEDLES = [needle for _, needle in SECRETS.values()]
 ALL_SECRETS = " | ".join(sent for sent, _ in SECRETS.values())
@@ -111,7 +116,9 @@ async def _send_secrets_everywhere(client: httpx.AsyncClient, good: dict[str, st
             bad_key = await client.get("/metrics", headers={"Authorization": authorization})
             assert bad_key.status_code in (401, 429)
         await client.get(f"/runs/{sent.splitlines()[0]}", params={"token": sent}, headers=good)
-    await client.get("/healthz", headers={"X-Request-ID": SECRETS["aws"][0]})
+    for request_id in (SECRETS["aws"][0], SECRETS["toolloop"][0]):
+        echoed = await client.get("/healthz", headers={"X-Request-ID": request_id})
+        assert request_id not in echoed.headers["x-request-id"]
     return runs
 
 

@@ -6,6 +6,8 @@ import uuid
 
 import httpx
 
+from app.api.auth.keyring import new_key, new_key_id
+from app.engine.redaction import redact_text
 from tests.observability.metrics_reading import value
 from tests.observability.registry import OWNER
 
@@ -85,6 +87,18 @@ async def test_a_malformed_incoming_request_id_is_replaced(client: httpx.AsyncCl
         echoed = response.headers["x-request-id"]
         assert echoed != bad
         assert len(echoed) == 32
+
+
+async def test_a_request_id_holding_a_secret_is_echoed_redacted(
+    client: httpx.AsyncClient,
+) -> None:
+    key, _ = new_key(new_key_id())
+    for sent in (key, f"req-{key}", "AKIAIOSFODNN7EXAMPLE"):
+        response = await client.get("/healthz", headers={"X-Request-ID": sent})
+        echoed = response.headers["x-request-id"]
+        assert echoed == redact_text(sent)
+        assert echoed != sent
+        assert key not in echoed
 
 
 async def test_errors_carry_the_request_id_too(client: httpx.AsyncClient) -> None:
