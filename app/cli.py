@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -18,6 +18,10 @@ from app.contract import Contract, RegistryError, load_contract
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable, check_database, create_database_engine
 from app.store.migrate import upgrade_database
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
 
 # uvicorn's exit status when the application failed to start.
 STARTUP_FAILURE = 3
@@ -49,6 +53,12 @@ def _build_parser() -> argparse.ArgumentParser:
     _settings_flags(serve)
     serve.add_argument("--host", help="bind address (env TOOLLOOP_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env TOOLLOOP_PORT, default 8000)")
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        help="comma-separated proxies (addresses or networks) whose X-Forwarded-For is "
+        "believed (env TOOLLOOP_FORWARDED_ALLOW_IPS; default none: the peer is the client)",
+    )
     serve.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
     serve.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
     serve.add_argument("--api-keys", type=Path, help="API keys file (env TOOLLOOP_API_KEYS)")
@@ -102,6 +112,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "database_url",
         "host",
         "port",
+        "forwarded_allow_ips",
         "profiles",
         "api_keys",
         "log_level",
@@ -165,12 +176,7 @@ def _serve(settings: Settings) -> int:
         except DatabaseUnavailable as exc:
             return _fail(str(exc))
     app = create_app(settings, contract, tune_collector=True)
-    # log_config=None keeps the redacting handler; the middleware logs each request.
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host=settings.host, port=settings.port, log_config=None, access_log=False
-        )
-    )
+    server = uvicorn.Server(server_config(app, settings))
     app.state.stop_serving = lambda: setattr(server, "should_exit", True)
     with suppress(KeyboardInterrupt):
         server.run()
@@ -178,6 +184,25 @@ def _serve(settings: Settings) -> int:
     if failure is not None:
         return _fail(failure)
     return 0 if server.started else STARTUP_FAILURE
+
+
+def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+    import uvicorn
+
+    trusted = settings.forwarded_allow_ips
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        # The redacting handler stays; the middleware logs each request.
+        log_config=None,
+        access_log=False,
+        # Proxy headers only from the proxies the operator names: uvicorn's own
+        # default believes any client on 127.0.0.1, which could then pose as any
+        # address (and reset its failed-key throttle) with a made-up X-Forwarded-For.
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=list(trusted),
+    )
 
 
 def _db_upgrade(settings: Settings) -> int:

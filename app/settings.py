@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     auth_failure_burst: int = Field(default=10, gt=0)
     auth_failures_per_minute: float = Field(default=10.0, gt=0)
     host: str = "127.0.0.1"
+    # The proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
+    # networks; "*" any). Empty: none, the TCP peer is the client (auth throttle, logs).
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=list)
     port: int = Field(default=8000, ge=1, le=65535)
 
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
@@ -97,7 +100,7 @@ class Settings(BaseSettings):
     # None: readable lines when stderr is a terminal, JSON lines otherwise.
     log_format: Literal["json", "text"] | None = None
 
-    @field_validator("registries", "allowed_modules", mode="before")
+    @field_validator("registries", "allowed_modules", "forwarded_allow_ips", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_commas(value)
