@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     # The proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
     # networks; "*" any). Empty: none, the TCP peer is the client (auth throttle, logs).
     forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Web origins (scheme://host[:port]) whose pages may call the API (CORS). Empty: none.
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     port: int = Field(default=8000, ge=1, le=65535)
 
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
@@ -100,7 +102,9 @@ class Settings(BaseSettings):
     # None: readable lines when stderr is a terminal, JSON lines otherwise.
     log_format: Literal["json", "text"] | None = None
 
-    @field_validator("registries", "allowed_modules", "forwarded_allow_ips", mode="before")
+    @field_validator(
+        "registries", "allowed_modules", "forwarded_allow_ips", "cors_origins", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_commas(value)

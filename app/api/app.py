@@ -22,8 +22,11 @@ from app.api import (
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
 from app.api.console import install_console
+
+from app.api.cors import allow_cors
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
+from app.api.transport_guard import TransportGuard
 from app.api.waiting import runtime_when_reachable
 from app.contract import Contract, load_contract
 from app.observability.middleware import ObservabilityMiddleware
@@ -82,6 +85,11 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    # The last added runs first: the request's log line and id, then the transport
+    # checks, then CORS (only for the origins the operator lists).
+    if resolved.cors_origins:
+        allow_cors(app, resolved.cors_origins)
+    app.add_middleware(TransportGuard)
     app.add_middleware(ObservabilityMiddleware)
     install_problem_handlers(app)
     install_openapi(app)

@@ -70,6 +70,9 @@ def _document_auth_failures(responses: dict[str, Any]) -> None:
         responses.setdefault(status, _problem(description))
 
 
+_NOT_JSON = "The request body is not sent as Content-Type: application/json."
+
+
 def install_openapi(app: FastAPI) -> None:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -98,6 +101,8 @@ def install_openapi(app: FastAPI) -> None:
                         operation["security"] = []
                     else:
                         _document_auth_failures(operation["responses"])
+                    if "requestBody" in operation:
+                        operation["responses"].setdefault("415", _problem(_NOT_JSON))
             readiness = document["paths"].get("/readyz", {}).get("get")
             if readiness is not None:
                 readiness["responses"].setdefault("503", _problem("Not ready: see detail."))

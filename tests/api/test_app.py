@@ -21,7 +21,7 @@ async def test_the_documentation_is_still_served() -> None:
     app = create_app()
     install_auth(app, None)  # open mode, as the lifespan installs it without a keys file
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
             response = await client.get(path)
             assert response.status_code == 200, path

@@ -196,7 +196,7 @@ async def test_shutdown_leaves_no_run_running(settings: Settings) -> None:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             started = await client.post(
                 "/plans/parallel",
                 json=parallel({"a": [gate("1", "held")], "b": [gate("1", "held")]}),

@@ -27,7 +27,7 @@ async def test_the_endpoint_is_called_with_the_request() -> None:
     app = FastAPI()
     app.include_router(router)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         response = await client.post("/echo", json={"a": 1})
 

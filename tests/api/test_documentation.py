@@ -29,7 +29,7 @@ async def client(key: str, keys_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app()
     install_auth(app, load_keys(keys_path))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield client
 
 

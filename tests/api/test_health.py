@@ -64,7 +64,7 @@ async def test_while_waiting_for_the_database_a_503_names_neither_it_nor_its_dri
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             responses = [await client.get("/readyz"), await client.get("/runs")]
     for response in responses:
         assert response.status_code == 503

@@ -21,6 +21,6 @@ async def service(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://toolloop", headers=headers
+            transport=transport, base_url="http://127.0.0.1", headers=headers
         ) as client:
             yield app, client

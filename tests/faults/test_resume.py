@@ -163,7 +163,11 @@ async def test_only_an_interrupted_plan_run_resumes(settings: Settings) -> None:
         assert done.json()["status"] == "succeeded"
         finished = await client.post(f"/runs/{done.json()['plan_id']}/resume", json=plan)
         missing = await client.post("/runs/no-such-run/resume", json=plan)
-        not_json = await client.post(f"/runs/{done.json()['plan_id']}/resume", content=b"{")
+        not_json = await client.post(
+            f"/runs/{done.json()['plan_id']}/resume",
+            content=b"{",
+            headers={"content-type": "application/json"},
+        )
 
     assert finished.status_code == 409
     assert "succeeded" in finished.json()["detail"]

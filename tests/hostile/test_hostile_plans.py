@@ -110,7 +110,7 @@ async def hostile_client(settings_: Settings) -> AsyncIterator[httpx.AsyncClient
     app: FastAPI = create_app(settings_)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield client
 
 

@@ -43,7 +43,7 @@ SECRETS: dict[str, tuple[str, str]] = {
 }
 NEEDLES = [needle for _, needle in SECRETS.values()]
 ALL_SECRETS = " | ".join(sent for sent, _ in SECRETS.values())
-BASE_URL = "http://toolloop"
+BASE_URL = "http://127.0.0.1"
 TABLES = ("receipts", "audit_events", "runs", "cache_entries", "idempotency_keys")
 
 

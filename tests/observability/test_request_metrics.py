@@ -184,7 +184,7 @@ async def test_the_middleware_counts_a_request_in_flight_until_it_is_answered() 
     app = ObservabilityMiddleware(slow)
     in_flight = _read(IN_FLIGHT)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         request = asyncio.create_task(client.get("/anything"))
         await entered.wait()
         flush_buffered()

@@ -55,7 +55,7 @@ async def running(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.Asyn
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield app, client
 
 
