@@ -1,4 +1,10 @@
-"""Audit events for calls, built with the run's identity; details are redacted here."""
+"""Audit events for calls, built with the run's identity.
+
+Details are not redacted here: every audit row is, once, where the writer turns
+events into rows (`app.service.receipt_rows`), whoever emitted it. Only what
+that step cannot know is done here: a call's error message loses the values of
+the call's redacted arguments (`Redactor.hide_arguments`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind, AuditSink
 from app.engine.receipt import CallError
-from app.engine.redaction import redact_text
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.run import RunState
 
 
@@ -34,6 +40,8 @@ class Auditor:
         )
 
 
-def error_detail(error: CallError | None) -> dict[str, Any] | None:
-    """An error as audit detail, its message redacted."""
-    return None if error is None else error.to_dict(redact_text(error.message))
+def error_detail(
+    error: CallError | None, redactor: Redactor = DEFAULT_REDACTOR
+) -> dict[str, Any] | None:
+    """An error as audit detail, without the values of the call's redacted arguments."""
+    return None if error is None else error.to_dict(redactor.hide_arguments(error.message))

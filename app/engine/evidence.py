@@ -16,7 +16,6 @@ from app.engine.audit import Auditor
 from app.engine.invocation import Invoker
 from app.engine.ports import AuditKind
 from app.engine.receipt import Receipt
-from app.engine.redaction import redact_text
 from app.engine.run import RunState
 from app.engine.watchdog import WatchdogExpired, watch
 
@@ -65,5 +64,5 @@ class EvidenceHooks:
             receipt.tool,
             receipt.call_key,
             receipt.item_key,
-            {"receipt_id": receipt.receipt_id, "hook": hook.ref, "error": redact_text(why)},
+            {"receipt_id": receipt.receipt_id, "hook": hook.ref, "error": why},
         )

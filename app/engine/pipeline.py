@@ -48,7 +48,7 @@ from app.engine.json_output import JSON_CHECK_OPTIONS, json_problem
 from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
 from app.engine.preflight import key_problem
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
 from app.engine.storable import NUL_ESCAPE, UNSTORABLE_OUTPUT, unstorable_problem
@@ -414,10 +414,7 @@ class CallPipeline:
                 tool_id,
                 parent.call_key,
                 parent.item_key,
-                {
-                    "parent_receipt_id": parent.receipt_id,
-                    "reasons": [redact_text(reason) for reason in reasons],
-                },
+                {"parent_receipt_id": parent.receipt_id, "reasons": list(reasons)},
             )
             raise DispatchRejected(tool_id, reasons)
         return await self.execute(
@@ -537,7 +534,11 @@ class CallPipeline:
             AuditKind.CALL_RETRIED,
             self._clock(),
             call,
-            {"next_attempt": call.attempts + 1, "delay_s": delay, "error": error_detail(error)},
+            {
+                "next_attempt": call.attempts + 1,
+                "delay_s": delay,
+                "error": error_detail(error, self._call_redactor(call)),
+            },
         )
         return delay
 
@@ -585,6 +586,9 @@ class CallPipeline:
         # integer exactly as round() does (below 2**51 µs), a tenth of its cost;
         # round(x, 3) on a float goes through a decimal conversion, thirty times.
         duration_ms = ((perf_counter() - call.t0) * 1e6 + _ROUNDER - _ROUNDER) / 1000.0
+        redactor = self._specs[tool_id].redactor
+        if redactor is not DEFAULT_REDACTOR:  # the tool declares `redact`
+            redactor = redactor.for_arguments(call.args)
         # Positional, in field order: this runs once per call.
         receipt = _new(
             Receipt,
@@ -612,7 +616,7 @@ class CallPipeline:
                 call.started_at,
                 finished_at,
                 duration_ms,
-                spec.redactor,
+                redactor,
             ),
         )
         out.append(receipt)
@@ -635,7 +639,7 @@ class CallPipeline:
                             "status": _STATUS_TEXT[status],
                             "attempts": attempts,
                             "duration_ms": duration_ms,
-                            "error": None if error is None else error_detail(error),
+                            "error": None if error is None else error_detail(error, redactor),
                         },
                     ),
                 )
@@ -673,6 +677,10 @@ class CallPipeline:
         if durable.cancelled() or durable.exception() is not None:
             return  # not durable: the run's flush reports the write failure
         await self._evidence.deliver(state, receipt)
+
+    def _call_redactor(self, call: Call) -> Redactor:
+        """The redactor of `call`'s tool, for its arguments (`Receipt.redactor`)."""
+        return self._specs[call.tool.id].redactor.for_arguments(call.args)
 
     def _audit(
         self, kind: AuditKind, at: datetime, call: Call, detail: dict[str, Any] | None

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.storable import storable_text
 
 
@@ -58,7 +58,8 @@ class Receipt(NamedTuple):
     and a frozen dataclass of this width costs several times more to build.
 
     `seq` orders a run's receipts (input order for plan calls); `redactor` is
-    the tool's, used for the stored copy.
+    the tool's for this call's arguments (`Redactor.for_arguments`), used for
+    the stored copy.
     """
 
     receipt_id: str
@@ -131,7 +132,7 @@ class Receipt(NamedTuple):
         return (
             output,
             written,
-            None if error is None else error.to_dict(redact_text(error.message)),
+            None if error is None else error.to_dict(redactor.redact_message(error.message)),
             None if control is None else redactor.redact(control),
         )
 

@@ -2,6 +2,9 @@
 
 Two mechanisms: values under a tool's declared `redact` key names, and
 built-in secret patterns found inside any string (values and keys alike).
+For one call, a tool's redactor also follows the values its redacted
+arguments had into that call's output, error and control (`for_arguments`):
+a tool that repeats a secret it was given does not get it stored.
 The result may share unchanged sub-structures with the input; treat it as
 read-only. The input is never mutated.
 """
@@ -121,6 +124,29 @@ class Redactor:
     def redact(self, value: Any) -> Any:
         return self.redact_with_json(value)[0]
 
+    def redact_message(self, text: str) -> str:
+        """An error message as stored: `redact_text`, and for one call, its arguments."""
+        return redact_text(text)
+
+    def hide_arguments(self, text: str) -> str:
+        """`text` without the values of one call's redacted arguments (none here)."""
+        return text
+
+    def for_arguments(self, args: Any) -> Redactor:
+        """This redactor for one call whose arguments are `args`: it also replaces the
+        values found under the redacted key names, wherever they appear."""
+        if not self._names:
+            return self
+        texts: set[str] = set()
+        numbers: set[int | float] = set()
+        try:
+            _collect_redacted(args, self._names, texts, numbers, hidden=False)
+        except RecursionError:
+            raise ValueError("arguments are too deeply nested to redact") from None
+        if not texts and not numbers:
+            return self
+        return ArgumentRedactor(self._names, texts, numbers)
+
     def redact_with_json(self, value: Any) -> tuple[Any, bytes | None]:
         """`redact(value)`, and the JSON of what it returns when the check below wrote
         it and found nothing to redact (else None): orjson's plain output, which
@@ -192,3 +218,94 @@ class Redactor:
 
 
 DEFAULT_REDACTOR = Redactor()
+
+# A redacted argument's value is also replaced inside longer strings from this
+# length on; shorter ones only where a string (or number) is exactly that value,
+# or every "a" and "1" of an output would go.
+MIN_HIDDEN_SUBSTRING = 4
+
+
+def _collect_redacted(
+    value: Any, names: frozenset[str], texts: set[str], numbers: set[int | float], hidden: bool
+) -> None:
+    """The strings and numbers of `value` found under a key in `names` (at any depth)."""
+    kind = type(value)
+    if isinstance(value, str):
+        if hidden and value:
+            texts.add(str(value))
+    elif kind is int or kind is float:
+        if hidden:
+            numbers.add(value)
+            texts.add(repr(value))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            inner = hidden or (isinstance(key, str) and key.casefold() in names)
+            _collect_redacted(item, names, texts, numbers, inner)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect_redacted(item, names, texts, numbers, hidden)
+
+
+class ArgumentRedactor(Redactor):
+    """A tool's redactor for one call whose redacted arguments held these values."""
+
+    __slots__ = ("_exact", "_numbers", "_substrings")
+
+    def __init__(
+        self, names: frozenset[str], texts: Iterable[str], numbers: Iterable[int | float]
+    ) -> None:
+        super().__init__(names)
+        self._exact = frozenset(texts)
+        self._numbers = frozenset(numbers)
+        # Longest first: a value that holds another is replaced whole.
+        long_enough = (text for text in self._exact if len(text) >= MIN_HIDDEN_SUBSTRING)
+        self._substrings = tuple(sorted(long_enough, key=len, reverse=True))
+
+    def redact_with_json(self, value: Any) -> tuple[Any, bytes | None]:
+        redacted = Redactor.redact_with_json(self, value)[0]
+        try:
+            return self._hide(redacted), None
+        except RecursionError:
+            raise ValueError("data is self-referencing or too deeply nested to redact") from None
+
+    def redact_message(self, text: str) -> str:
+        return self.hide_arguments(redact_text(text))
+
+    def hide_arguments(self, text: str) -> str:
+        if text in self._exact:
+            return REDACTED
+        for value in self._substrings:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return text
+
+    def _hide(self, value: Any) -> Any:
+        kind = type(value)
+        if isinstance(value, str):
+            return self.hide_arguments(value)
+        if kind is int or kind is float:
+            return REDACTED if value in self._numbers else value
+        if isinstance(value, Mapping):
+            map_out: dict[Any, Any] | None = None
+            for index, (key, item) in enumerate(value.items()):
+                new_key = self.hide_arguments(key) if isinstance(key, str) else key
+                new_item = self._hide(item)
+                if map_out is None:
+                    if new_key is key and new_item is item:
+                        continue
+                    map_out = dict(islice(value.items(), index))
+                map_out[new_key] = new_item
+            return value if map_out is None else map_out
+        if isinstance(value, list | tuple):
+            seq_out: list[Any] | None = None
+            for index, item in enumerate(value):
+                new_item = self._hide(item)
+                if seq_out is None:
+                    if new_item is item:
+                        continue
+                    seq_out = list(value[:index])
+                seq_out.append(new_item)
+            if seq_out is None:
+                return value
+            return tuple(seq_out) if isinstance(value, tuple) else seq_out
+        return value

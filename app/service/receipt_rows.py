@@ -4,6 +4,11 @@ Receipts are always the redacted copy, with outputs over the size cap
 truncated (`stored_output`); the engine only caches outputs that redaction
 leaves unchanged and that fit under the cap. A run's audit events written in
 one transaction share a row (`audit_event_rows`).
+
+Every audit row's `detail` is redacted here, whoever emitted it (the engine,
+the service, the router): the built-in patterns, as receipts are. The row's
+JSON is written anyway; most hold no pattern's literal, and only the others
+are redacted and written again.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
+from app.engine.redaction import DEFAULT_REDACTOR, may_hold_secret
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
 from app.store.repositories.audit import (
     ANY_EVENT,
@@ -135,6 +141,21 @@ def cache_entry_row(entry: CachedOutput) -> dict[str, Any]:
     }
 
 
+def _detail_json(detail: Any) -> str:
+    """`detail` as stored: its JSON, redacted."""
+    text = dumps(detail)
+    if not may_hold_secret(text):
+        return text
+    return dumps(DEFAULT_REDACTOR.redact(detail))
+
+
+def _redacted_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An audit row with its `detail` redacted (a copy, when that changes it)."""
+    detail = row.get("detail")
+    redacted = DEFAULT_REDACTOR.redact(detail)
+    return row if redacted is detail else {**row, "detail": redacted}
+
+
 def audit_row(event: AuditEvent) -> dict[str, Any]:
     return {
         "run_id": event.run_id,
@@ -163,9 +184,10 @@ def audit_event_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict
     rows: list[dict[str, Any]] = []
     for item in _grouped(events):
         if isinstance(item, list):
-            rows.append(_shared_row(item) if len(item) > 1 else _own_row(item[0]))
+            row = _shared_row(item) if len(item) > 1 else _own_row(item[0])
         else:
-            rows.append(_own_row(item))
+            row = _own_row(item)
+        rows.append(_redacted_row(row))
     return rows
 
 
@@ -182,7 +204,7 @@ def audit_event_values(
         if isinstance(item, list):
             if len(item) > 1:
                 run_id, at, caller = _head(item[0])
-                entries = dumps(_shared_row_entries(item))
+                entries = _detail_json(_shared_row_entries(item))
                 values.append(
                     (
                         run_id,
@@ -200,7 +222,7 @@ def audit_event_values(
         else:
             event = item
         if isinstance(event, dict):
-            values.append(audit_row_values(event, rendered))
+            values.append(audit_row_values(_redacted_row(event), rendered))
             continue
         values.append(
             (
@@ -211,7 +233,7 @@ def audit_event_values(
                 event.tool,
                 event.call_key,
                 event.item_key,
-                dumps(dict(event.detail)),
+                _detail_json(dict(event.detail)),
             )
         )
     return values

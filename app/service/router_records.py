@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.redaction import DEFAULT_REDACTOR
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable
 from app.service.reads import receipt_view
@@ -27,7 +26,8 @@ def _now() -> datetime:
 
 
 class AuditDecisions:
-    """The router's decisions, as audit events of the run (redacted once more here)."""
+    """The router's decisions, as audit events of the run (redacted where the writer
+    makes their rows, as every audit row is)."""
 
     __slots__ = ("_caller", "_run_id", "_writer")
 
@@ -53,7 +53,7 @@ class AuditDecisions:
                 "tool": tool,
                 "call_key": call_key,
                 "item_key": None,
-                "detail": DEFAULT_REDACTOR.redact(dict(detail)),
+                "detail": dict(detail),
             }
         )
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from app.engine.ports import AuditKind
 from app.engine.receipt import Status
+from app.service.receipt_rows import audit_event_rows
 from tests.engine.harness import tool
 
 BEARER = "Bearer abcdefghijklmnopqrstuvwxyz"
@@ -35,6 +36,8 @@ async def test_error_messages_are_redacted_in_receipts_and_audit(make_harness: A
     assert BEARER in receipt.to_response()["error"]["message"]
     (stored,) = harness.receipts.stored(outcome.run_id)
     assert stored["error"]["message"] == "RuntimeError: upstream said: Bearer [REDACTED]"
+    # Audit events are redacted where the writer makes their rows.
     (finished,) = harness.events(AuditKind.CALL_FINISHED)
-    assert "abcdefghijklmnop" not in str(finished.detail)
-    assert "[REDACTED]" in finished.detail["error"]["message"]
+    (row,) = audit_event_rows([finished])
+    assert "abcdefghijklmnop" not in str(row["detail"])
+    assert "[REDACTED]" in row["detail"]["error"]["message"]
