@@ -59,6 +59,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="comma-separated proxies (addresses or networks) whose X-Forwarded-For is "
         "believed (env TOOLLOOP_FORWARDED_ALLOW_IPS; default none: the peer is the client)",
     )
+    serve.add_argument(
+        "--cors-origins",
+        metavar="ORIGINS",
+        help="comma-separated web origins whose pages may call the API "
+        "(env TOOLLOOP_CORS_ORIGINS; default none: no CORS)",
+    )
     serve.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
     serve.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
     serve.add_argument("--api-keys", type=Path, help="API keys file (env TOOLLOOP_API_KEYS)")
@@ -113,6 +119,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "host",
         "port",
         "forwarded_allow_ips",
+        "cors_origins",
         "profiles",
         "api_keys",
         "log_level",

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from app.api.auth import PLANS_EXECUTE, create_key
+from app.cli import _build_parser, _settings
 from tests.live_server import live_server
 from tests.test_cli import EXAMPLE_REGISTRY
 
@@ -67,3 +68,18 @@ def test_the_flag_names_the_proxies_too(tmp_path: Path) -> None:
     ):
         others = [_bad_key_from(client, f"203.0.113.{n}") for n in range(3)]
     assert others == [401, 401, 401]
+
+
+def test_the_serve_flags_reach_the_settings() -> None:
+    args = _build_parser().parse_args(
+        [
+            "serve",
+            "--forwarded-allow-ips",
+            "10.0.0.1, 10.1.0.0/16",
+            "--cors-origins",
+            "https://console.example,http://localhost:3000",
+        ]
+    )
+    settings = _settings(args)
+    assert settings.forwarded_allow_ips == ["10.0.0.1", "10.1.0.0/16"]
+    assert settings.cors_origins == ["https://console.example", "http://localhost:3000"]
