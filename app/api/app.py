@@ -22,7 +22,6 @@ from app.api import (
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
 from app.api.console import install_console
-
 from app.api.cors import allow_cors
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
@@ -95,11 +94,10 @@ def create_app(
     install_openapi(app)
     # The busiest routes first, the documentation last: a request is matched
     # against the table in order.
-    for api in (
-        plans, router, runs, run_control, resume, receipts, tools, health, metrics, documentation
-    ):  # fmt: skip
+    for api in (plans, router, runs, run_control, resume, receipts, tools, health, metrics):
         add_routes(app, api.router)
     install_console(app)
+    add_routes(app, documentation.router)
     return app
 
 

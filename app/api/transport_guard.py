@@ -24,6 +24,9 @@ from app.api.problems import problem_response
 
 # Requests that may change something; a body on the others is never read.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The console's forms are form-encoded by the browser; each carries the session's CSRF
+# token instead (`app.api.console.session_deps`).
+_FORM_PATH_PREFIX = "/console/"
 
 
 @lru_cache(maxsize=256)
@@ -87,9 +90,13 @@ class TransportGuard:
             )
             await response(scope, receive, send)
             return
-        if scope["method"] in _BODY_METHODS and (
-            (content_type is not None and not is_json_media_type(content_type))
-            or (content_type is None and has_body)
+        if (
+            scope["method"] in _BODY_METHODS
+            and not scope["path"].startswith(_FORM_PATH_PREFIX)
+            and (
+                (content_type is not None and not is_json_media_type(content_type))
+                or (content_type is None and has_body)
+            )
         ):
             response = problem_response(
                 415,

@@ -188,3 +188,18 @@ def test_host_and_media_type_parsing() -> None:
     assert not is_loopback_authority(b"127.0.0.1:\xd9\xa1")  # non-ASCII digits
     assert is_json_media_type(b"application/json")
     assert not is_json_media_type(b"application/json; boundary=x")
+
+
+async def test_the_consoles_forms_are_not_held_to_json_bodies(client: httpx.AsyncClient) -> None:
+    form = await client.post(
+        "/console/sign-out",
+        content=b"csrf_token=x",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    api = await client.post(
+        "/plans/sequential",
+        content=b"owner=x",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 303
+    assert api.status_code == 415

@@ -52,7 +52,7 @@ async def test_a_storage_failure_answers_503_without_the_database_s_words(
 ) -> None:
     transport = httpx.ASGITransport(app=failing_app)
     with caplog.at_level(logging.WARNING, logger="toolloop.api"):
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             response = await client.post("/write")
 
     assert response.status_code == 503

@@ -31,7 +31,7 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app: FastAPI = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield client
 
 
