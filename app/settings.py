@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     max_calls_per_lane: int = Field(default=100, gt=0)
     max_concurrency_cap: int = Field(default=1000, gt=0)
     worker_threads: int = Field(default=32, gt=0)
+    # HTTP connections one remote MCP server's session may hold open at once.
+    mcp_max_connections: int = Field(default=16, gt=0)
     # Larger outputs are stored truncated, with their digest; the response keeps them whole.
     max_stored_output_bytes: int = Field(default=1024 * 1024, ge=1024)
     # How long a commit waits for more rows; None: none when SQLite's commits go

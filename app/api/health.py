@@ -25,10 +25,18 @@ class Health(BaseModel):
     status: str
 
 
+class UnavailableTool(BaseModel):
+    tool: str
+    reason: str
+
+
 class Readiness(BaseModel):
     status: str
     contract_hash: str
     database: str
+    # Remote MCP tools that cannot be called now. Listed, not failing readiness:
+    # every other tool still serves (docs/decisions.md).
+    unavailable_tools: list[UnavailableTool]
 
 
 @router.get("/healthz", operation_id="healthz")
@@ -42,4 +50,12 @@ async def readyz(runtime: RuntimeDep) -> Readiness:
     if problem is not None:
         logger.warning("not ready: %s", problem)
         raise ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"Retry-After": "5"})
-    return Readiness(status="ready", contract_hash=runtime.contract.hash, database=DATABASE_ANSWERS)
+    return Readiness(
+        status="ready",
+        contract_hash=runtime.contract.hash,
+        database=DATABASE_ANSWERS,
+        unavailable_tools=[
+            UnavailableTool(tool=tool, reason=reason)
+            for tool, reason in runtime.unavailable_tools().items()
+        ],
+    )

@@ -23,6 +23,11 @@ class ToolView(BaseModel):
     effect: str
     timeout_s: float
     requires_confirmation: bool
+    # A remote MCP tool (DESIGN §9); it is unavailable while its server's copy
+    # differs from the pinned one, lacks it, or cannot be reached.
+    remote: bool
+    available: bool
+    unavailable_reason: str | None
 
 
 class RunnerDefaultsView(BaseModel):
@@ -44,4 +49,4 @@ class Catalog(BaseModel):
 
 @router.get("/tools", operation_id="listTools")
 async def list_tools(runtime: RuntimeDep, _: Caller) -> Catalog:
-    return Catalog.model_validate(describe_contract(runtime.contract))
+    return Catalog.model_validate(describe_contract(runtime.contract, runtime.unavailable_tools()))

@@ -16,6 +16,10 @@ Finding = tuple[str, str]
 
 
 def check_tool(decl: ToolDecl) -> Iterator[Finding]:
+    if decl.callable is None and decl.mcp is None:
+        yield "callable", "required field is missing: declare callable or mcp"
+    elif decl.callable is not None and decl.mcp is not None:
+        yield "mcp", "declare callable or mcp, not both"
     safe_to_repeat = decl.effect in ("read", "idempotent")
     if decl.cacheable and not safe_to_repeat:
         yield (

@@ -70,6 +70,15 @@ class ResolvedCallable:
 
 
 @dataclass(frozen=True, slots=True)
+class McpEndpoint:
+    """Where a remote tool is served; `token_env` names the variable holding its token."""
+
+    url: str
+    tool: str
+    token_env: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
     id: str
     owner: str
@@ -90,6 +99,8 @@ class Tool:
     requires_confirmation: bool
     control_envelope: ControlEnvelope | None
     definition_hash: str
+    # A remote MCP tool: `target` stays unbound until the service binds it to a connection.
+    mcp: McpEndpoint | None = None
 
 
 @dataclass(frozen=True, slots=True)

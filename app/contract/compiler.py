@@ -24,6 +24,7 @@ from app.contract.compiled import (
     ControlEnvelope,
     DiagnosisMapping,
     Effect,
+    McpEndpoint,
     Owner,
     PolicyCallable,
     RateLimit,
@@ -41,6 +42,7 @@ from app.contract.declarations import (
 )
 from app.contract.errors import ContractProblem, RegistryError, SchemaDefinitionError
 from app.contract.registry_file import OwnerPart, RegistryFile
+from app.contract.remote import unbound_remote_target
 from app.contract.schemas import CompiledSchema, compile_schema
 
 
@@ -127,7 +129,7 @@ def _compile_owner(
     for tool_id, decl in part.tools.items():
         if tool_owners.get(tool_id) != entry.name:
             continue  # a duplicate id, reported by _index_tools
-        canonical["tools"][tool_id] = {"owner": entry.name, "definition": _dump(decl)}
+        canonical["tools"][tool_id] = {"owner": entry.name, "definition": _tool_dump(decl)}
         tool = _compile_tool(work, entry, tool_id, decl)
         if tool is not None:
             tools[tool_id] = tool
@@ -191,7 +193,11 @@ def _compile_tool(
     before = len(work.problems)
     for path, message in check_tool(decl):
         work.report(entry.file, f"{prefix}.{path}", message)
-    target = work.resolve(entry.file, f"{prefix}.callable", decl.callable, policy=False)
+    target: ResolvedCallable | None = None
+    if decl.mcp is not None:
+        target = unbound_remote_target(tool_id)
+    elif decl.callable is not None:
+        target = work.resolve(entry.file, f"{prefix}.callable", decl.callable, policy=False)
     input_schema = work.schema(entry.file, f"{prefix}.input_schema", decl.input_schema)
     output_schema = work.schema(entry.file, f"{prefix}.output_schema", decl.output_schema)
     if decl.control_envelope is not None and output_schema is not None:
@@ -235,7 +241,12 @@ def _compile_tool(
         requires=requires,
         requires_confirmation=decl.requires_confirmation,
         control_envelope=_control_envelope(decl.control_envelope),
-        definition_hash=sha256_digest(canonical_json({"id": tool_id, "definition": _dump(decl)})),
+        definition_hash=sha256_digest(
+            canonical_json({"id": tool_id, "definition": _tool_dump(decl)})
+        ),
+        mcp=None
+        if decl.mcp is None
+        else McpEndpoint(url=decl.mcp.url, tool=decl.mcp.tool, token_env=decl.mcp.token_env),
     )
 
 
@@ -316,3 +327,13 @@ def _evidence_hooks(work: _Compilation, files: Sequence[RegistryFile]) -> list[R
 
 def _dump(decl: Any) -> Any:
     return decl.model_dump(mode="json")
+
+
+def _tool_dump(decl: ToolDecl) -> Any:
+    """The declaration without the one of callable/mcp it leaves out, so tools declared
+    before `mcp` existed keep their definition hash."""
+    dumped = _dump(decl)
+    for key in ("callable", "mcp"):
+        if dumped[key] is None:
+            del dumped[key]
+    return dumped

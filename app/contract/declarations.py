@@ -15,6 +15,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
+# No user:password@ part: the URL is stored with the contract, a token goes in token_env.
+_MCP_URL = re.compile(r"https?://[^\s/?#@]+(?:[/?#]\S*)?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def _name(value: str) -> str:
     if not _NAME.fullmatch(value):
@@ -36,6 +40,20 @@ def is_callable_ref(value: Any) -> bool:
     return isinstance(value, str) and _CALLABLE.fullmatch(value) is not None
 
 
+def _mcp_url(value: str) -> str:
+    if not _MCP_URL.fullmatch(value):
+        raise ValueError(
+            "must be an http:// or https:// URL without credentials (use token_env for a token)"
+        )
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
@@ -45,6 +63,8 @@ def _not_blank(value: str) -> str:
 Name = Annotated[str, AfterValidator(_name)]
 CallableRef = Annotated[str, AfterValidator(_callable_ref)]
 Text = Annotated[str, AfterValidator(_not_blank)]
+McpUrl = Annotated[str, AfterValidator(_mcp_url)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
 PositiveInt = Annotated[int, Field(gt=0)]
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegativeSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -93,8 +113,18 @@ class ControlEnvelopeDecl(Declaration):
     handoff_fields: list[Text] = []
 
 
+class McpDecl(Declaration):
+    """A tool served by a remote MCP server over Streamable HTTP."""
+
+    url: McpUrl
+    tool: Text
+    token_env: EnvName | None = None
+
+
 class ToolDecl(Declaration):
-    callable: CallableRef
+    # Exactly one of the two (`checks.check_tool`).
+    callable: CallableRef | None = None
+    mcp: McpDecl | None = None
     description: Text
     input_schema: Any
     output_schema: Any

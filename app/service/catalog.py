@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from app.contract import Contract
 
 
-def describe_contract(contract: Contract) -> dict[str, Any]:
+def describe_contract(
+    contract: Contract, unavailable: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """`unavailable`: tool id -> why it cannot be called now (remote tools)."""
+    unavailable = unavailable or {}
     owners = []
     for name in sorted(contract.owners):
         owner = contract.owners[name]
@@ -25,6 +30,9 @@ def describe_contract(contract: Contract) -> dict[str, Any]:
                         "effect": tool.effect.value,
                         "timeout_s": tool.timeout_s,
                         "requires_confirmation": tool.requires_confirmation,
+                        "remote": tool.mcp is not None,
+                        "available": tool.id not in unavailable,
+                        "unavailable_reason": unavailable.get(tool.id),
                     }
                     for tool in sorted(owner.tools.values(), key=lambda t: t.id)
                 ],

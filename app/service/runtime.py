@@ -18,11 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.contract import Contract
 from app.engine.engine import Engine
 from app.engine.plan import PlanLimits
+from app.engine.remote.tools import RemoteTools
 from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
 from app.service.cache_store import DatabaseCacheStore
 from app.service.idempotency import AnsweringRuns, IdempotencyService
 from app.service.plans import PlanService
+from app.service.remote_tools import open_remote_tools
 from app.service.router_runs import RouterService
 from app.service.router_setup import open_router
 from app.service.run_events import RunEventHub
@@ -73,7 +75,14 @@ class Runtime:
     checkpointer: WalCheckpointer | None = None  # SQLite files, when configured
     sqlite_process: SqliteWriterProcess | None = None  # SQLite files, when configured
     postgres_process: PostgresWriterProcess | None = None  # PostgreSQL, when configured
+    remote_tools: RemoteTools | None = None  # the contract's MCP tools, when it has some
     _background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def unavailable_tools(self) -> dict[str, str]:
+        """Remote tools that cannot be called now -> why (empty without remote tools)."""
+        if self.remote_tools is None:
+            return {}
+        return {tool_id: m.reason for tool_id, m in sorted(self.remote_tools.unavailable().items())}
 
     async def database_problem(self) -> str | None:
         try:
@@ -89,6 +98,8 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.engine.aclose()
+        if self.remote_tools is not None:
+            await self.remote_tools.aclose()
         self.call_metrics.flush()
         await self.llm_http.aclose()
         self.plans.close()
@@ -150,6 +161,8 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
     writer.start()
+    # Bound to their connections from here on; the hash is the same.
+    contract, remote_tools = await open_remote_tools(contract, settings.mcp_max_connections)
     sinks = MeteredSinks(writer, writer, contract)
     engine = Engine(
         contract,
@@ -199,6 +212,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         checkpointer=checkpointer,
         sqlite_process=sqlite_process,
         postgres_process=postgres_process,
+        remote_tools=remote_tools if remote_tools else None,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(

@@ -58,7 +58,11 @@ def test_required_tool_fields(tmp_path: Path, field: str) -> None:
     registry = base_registry()
     del registry["subagents"]["worker-a"]["tools"]["transform"][field]
     problem = only_problem([write(tmp_path, "r.yml", registry)])
-    assert (problem.path, problem.message) == (f"{TOOL}.{field}", "required field is missing")
+    # A tool names a callable or an MCP server (`mcp`): the message says so.
+    message = "required field is missing"
+    if field == "callable":
+        message += ": declare callable or mcp"
+    assert (problem.path, problem.message) == (f"{TOOL}.{field}", message)
 
 
 def test_runner_defaults_are_required(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Remote tools: registry tools served by MCP servers (DESIGN §9)."""

@@ -1,0 +1,202 @@
+"""One MCP server: one pooled client session, checked against the pins on every connect.
+
+The session lives in its own task (the SDK's transport holds anyio task groups,
+which must be entered and left by one task); calls from any task share it, each
+a request of its own, over an HTTP client whose connection pool is bounded. It
+connects on first use (or at startup), lists the server's tools and compares
+them with the pins; a tool missing or changed is unavailable until the next
+connect. A call that does not finish (the tool's timeout, a cancelled run) or a
+transport failure drops the session; the next call connects again and so
+checks the pins again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack, suppress
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
+from mcp_types import Tool as ListedTool
+
+from app.engine.remote.errors import RemoteToolFailed, RemoteToolUnavailable, untrusted_text
+from app.engine.remote.pins import Mismatch, Pin, Unavailable, compare
+
+logger = logging.getLogger("toolloop.remote")
+
+# A server listing more pages than this is refused (a loop, or not a tool server).
+MAX_LISTING_PAGES = 100
+
+# tool id -> its mismatch, or None once it is available again.
+StatusListener = Callable[[str, Mismatch | None], None]
+
+
+class McpServerConnection:
+    def __init__(
+        self,
+        url: str,
+        token_env: str | None,
+        pins: Mapping[str, Pin],
+        *,
+        connect_timeout_s: float,
+        max_connections: int,
+        on_status: StatusListener,
+    ) -> None:
+        """`pins`: tool id -> pin, for every registry tool this server serves."""
+        self._url = url
+        self._token_env = token_env
+        self._pins = dict(pins)
+        self._connect_timeout_s = connect_timeout_s
+        self._max_connections = max_connections
+        self._on_status = on_status
+        self._client: Client | None = None
+        self._connecting: asyncio.Future[Client] | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self.unavailable: dict[str, Mismatch] = {}
+
+    @property
+    def tool_ids(self) -> tuple[str, ...]:
+        return tuple(self._pins)
+
+    async def check(self) -> None:
+        """Connect (if not connected) and compare the pins; never raises for the server."""
+        with suppress(RemoteToolUnavailable):
+            await self._connected()
+
+    async def call(self, tool_id: str, args: Mapping[str, Any], timeout_s: float) -> Any:
+        client = await self._connected()
+        mismatch = self.unavailable.get(tool_id)
+        if mismatch is not None:
+            raise RemoteToolUnavailable(mismatch.reason)
+        try:
+            result = await client.call_tool(
+                self._pins[tool_id].remote_name, dict(args), read_timeout_seconds=timeout_s
+            )
+        except MCPError as exc:
+            raise RemoteToolFailed(untrusted_text(f"the MCP server answered: {exc}")) from None
+        except BaseException as exc:
+            # Cancelled (the tool's timeout) or a broken transport: the session may hold
+            # a request the server still works on; start afresh next time.
+            self.drop()
+            if isinstance(exc, Exception):
+                raise RemoteToolFailed(f"the MCP connection failed: {type(exc).__name__}") from None
+            raise
+        return _output(result)
+
+    def drop(self) -> None:
+        holder, self._holder = self._holder, None
+        self._client = None
+        self._connecting = None
+        if holder is not None:
+            holder.cancel()
+
+    async def aclose(self) -> None:
+        holder = self._holder
+        self.drop()
+        if holder is not None:
+            await asyncio.gather(holder, return_exceptions=True)
+
+    async def _connected(self) -> Client:
+        if self._client is not None:
+            return self._client
+        if self._connecting is None:
+            connecting: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+            self._connecting = connecting
+            self._holder = asyncio.create_task(self._hold(connecting), name="toolloop-mcp")
+        # Shielded: a caller's timeout must not cancel a connect others wait for too.
+        return await asyncio.shield(self._connecting)
+
+    async def _hold(self, connected: asyncio.Future[Client]) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                async with asyncio.timeout(self._connect_timeout_s):
+                    http = await stack.enter_async_context(self._http_client())
+                    transport = streamable_http_client(self._url, http_client=http)
+                    client = await stack.enter_async_context(Client(transport, cache=None))
+                    listing = await _list_tools(client)
+                self._check_pins(listing)
+                self._client = client
+                connected.set_result(client)
+                await asyncio.Event().wait()  # until dropped
+        except Exception as exc:
+            self._unreachable(f"the MCP server could not be reached ({type(exc).__name__})")
+            if not connected.done():
+                connected.set_exception(RemoteToolUnavailable(self._unreachable_reason()))
+        finally:
+            if self._connecting is connected:
+                self._client = None
+                self._connecting = None
+                self._holder = None
+            if not connected.done():
+                connected.set_exception(
+                    RemoteToolUnavailable("the MCP connection was closed while connecting")
+                )
+
+    def _http_client(self) -> httpx2.AsyncClient:
+        headers = {}
+        if self._token_env is not None:
+            # Read at each connect, sent as a header, never kept.
+            token = os.environ.get(self._token_env)
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(self._connect_timeout_s, read=None),
+            limits=httpx2.Limits(
+                max_connections=self._max_connections,
+                max_keepalive_connections=self._max_connections,
+            ),
+        )
+
+    def _check_pins(self, listing: list[ListedTool]) -> None:
+        for tool_id, pin in self._pins.items():
+            self._set(tool_id, compare(pin, listing))
+
+    def _unreachable(self, reason: str) -> None:
+        for tool_id in self._pins:
+            self._set(tool_id, Mismatch(Unavailable.UNREACHABLE, reason))
+
+    def _unreachable_reason(self) -> str:
+        for mismatch in self.unavailable.values():
+            return mismatch.reason
+        return "the MCP server could not be reached"
+
+    def _set(self, tool_id: str, mismatch: Mismatch | None) -> None:
+        before = self.unavailable.get(tool_id)
+        if mismatch is None:
+            self.unavailable.pop(tool_id, None)
+        else:
+            self.unavailable[tool_id] = mismatch
+        if before != mismatch:
+            self._on_status(tool_id, mismatch)
+
+
+async def _list_tools(client: Client) -> list[ListedTool]:
+    tools: list[ListedTool] = []
+    cursor: str | None = None
+    for _ in range(MAX_LISTING_PAGES):
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+    raise RemoteToolFailed(f"the MCP server lists more than {MAX_LISTING_PAGES} pages of tools")
+
+
+def _output(result: CallToolResult) -> Any:
+    """The structured result; a server's error text as a failure; text blocks otherwise."""
+    if result.is_error:
+        text = " ".join(
+            getattr(block, "text", "") for block in result.content if hasattr(block, "text")
+        )
+        raise RemoteToolFailed(untrusted_text(f"the MCP tool failed: {text}"))
+    if result.structured_content is not None:
+        return result.structured_content
+    return {"content": [block.model_dump(mode="json", by_alias=True) for block in result.content]}

@@ -1,0 +1,132 @@
+"""MCP test servers in subprocesses on 127.0.0.1, and registries pinning their tools."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.live_server import REPO, free_port
+
+# What the v1 server lists, as `toolloop registry import-mcp` pins it.
+ECHO_PIN: dict[str, Any] = {
+    "description": "Echo the text back.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "echoArguments",
+    },
+    "output_schema": {"additionalProperties": True, "title": "echoDictOutput", "type": "object"},
+}
+HANG_PIN: dict[str, Any] = {
+    "description": "Never answers.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "hangArguments",
+    },
+    "output_schema": {"additionalProperties": True, "title": "hangDictOutput", "type": "object"},
+}
+BOOM_PIN: dict[str, Any] = {
+    "description": "Fails.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "boomArguments",
+    },
+    "output_schema": {"additionalProperties": True, "title": "boomDictOutput", "type": "object"},
+}
+
+
+@dataclass
+class McpTestServer:
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self, variant: str, token: str | None = None) -> None:
+        assert self.process is None
+        args = [
+            sys.executable,
+            "-m",
+            "tests.engine.remote.mcp_test_server",
+            str(self.port),
+            variant,
+        ]
+        self.process = subprocess.Popen(
+            [*args, *([token] if token else [])],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        for _ in range(500):  # a bound on the wait for the port, not a timing assertion
+            if self.process.poll() is not None:
+                raise RuntimeError("the MCP test server exited")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError("the MCP test server did not start listening")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+@contextmanager
+def mcp_server(variant: str = "v1", token: str | None = None) -> Iterator[McpTestServer]:
+    server = McpTestServer(free_port())
+    server.start(variant, token)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def remote_registry(
+    path: Path,
+    url: str,
+    *,
+    token_env: str | None = None,
+    timeout_s: float = 30.0,
+    hang_timeout_s: float = 0.5,
+) -> Path:
+    """A registry of owner `remote` with the pinned echo, hang and boom tools."""
+    endpoint: dict[str, Any] = {"url": url}
+    if token_env is not None:
+        endpoint["token_env"] = token_env
+    tools = {
+        "echo": {"mcp": {**endpoint, "tool": "echo"}, **ECHO_PIN, "effect": "read"},
+        "hang": {"mcp": {**endpoint, "tool": "hang"}, **HANG_PIN, "timeout_s": hang_timeout_s},
+        "boom": {"mcp": {**endpoint, "tool": "boom"}, **BOOM_PIN},
+    }
+    registry = {
+        "subagents": {
+            "remote": {
+                "tools": tools,
+                "runner_defaults": {
+                    "allowed_tools": sorted(tools),
+                    "max_calls": 8,
+                    "tool_timeout_s": timeout_s,
+                },
+            }
+        }
+    }
+    path.write_text(yaml.safe_dump(registry, sort_keys=False))
+    return path
