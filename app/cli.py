@@ -108,6 +108,23 @@ def _build_parser() -> argparse.ArgumentParser:
     check = registry_commands.add_parser("check", help="validate registries, print the hash")
     check.add_argument("paths", nargs="+", type=Path)
     check.add_argument("--allowed-module", dest="allowed_modules", action="append")
+    imported = registry_commands.add_parser(
+        "import-mcp", help="print registry YAML pinning an MCP server's tools, to review"
+    )
+    imported.add_argument("url", help="the server's Streamable HTTP endpoint")
+    imported.add_argument("--owner", help="owner name (default: the server's name)")
+    imported.add_argument(
+        "--token-env", help="environment variable holding the server's bearer token"
+    )
+    imported.add_argument(
+        "--tool-timeout-s", type=float, default=30.0, help="runner_defaults.tool_timeout_s"
+    )
+    imported.add_argument(
+        "--max-calls", type=int, help="runner_defaults.max_calls (default: the tool count)"
+    )
+    imported.add_argument(
+        "--timeout-s", type=float, default=30.0, help="how long to wait for the server"
+    )
     return parser
 
 
@@ -233,6 +250,34 @@ def _registry_check(paths: Sequence[Path], allowed_modules: Sequence[str] | None
     return 0
 
 
+def _registry_import_mcp(args: argparse.Namespace) -> int:
+    from app.registry_import import import_mcp_tools
+
+    try:
+        text = asyncio.run(
+            import_mcp_tools(
+                args.url,
+                owner=args.owner,
+                token_env=args.token_env,
+                timeout_s=args.timeout_s,
+                tool_timeout_s=args.tool_timeout_s,
+                max_calls=args.max_calls,
+                warn=lambda message: print(f"toolloop: {message}", file=sys.stderr),
+            )
+        )
+    except Exception as exc:
+        return _fail(f"cannot list the MCP server's tools: {_first_cause(exc)}")
+    print(text, end="")
+    return 0
+
+
+def _first_cause(exc: BaseException) -> str:
+    """The innermost error of an exception group (the SDK raises them), named."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
     if settings.api_keys is None:
         return _fail("no keys file: use --api-keys PATH or TOOLLOOP_API_KEYS")
@@ -248,6 +293,8 @@ def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     args = _build_parser().parse_args(argv)
+    if args.command == "registry" and args.registry_command == "import-mcp":
+        return _registry_import_mcp(args)
     if args.command == "registry":
         return _registry_check(args.paths, args.allowed_modules)
     try:

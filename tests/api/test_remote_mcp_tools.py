@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.settings import Settings
-from tests.engine.remote.servers import McpTestServer, mcp_server, remote_registry
+from tests.engine.remote.servers import McpTestServer, echo_calls, mcp_server, remote_registry
 
 
 @pytest.fixture
@@ -63,3 +63,179 @@ async def test_a_remote_tool_runs_through_a_plan_with_a_stored_receipt(
         ready = await client.get("/readyz")
         assert ready.status_code == 200
         assert ready.json()["unavailable_tools"] == []
+
+
+def only_receipt(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    [receipt] = response.json()["receipts"]
+    result: dict[str, Any] = receipt
+    return result
+
+
+async def test_a_tool_changed_between_two_starts_is_unavailable_and_never_called(
+    database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with mcp_server("v1") as server:
+        registry = remote_registry(tmp_path / "remote.yml", server.url)
+        async with service(registry, database_url) as client:
+            receipt = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "a"}))
+            )
+            assert receipt["status"] == "succeeded"
+        server.stop()
+        server.start("v2")  # echo gained an argument: its input schema changed
+        async with service(registry, database_url) as client:
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is False
+            reason = tools["echo"]["unavailable_reason"]
+            assert "differs from the pinned copy in input_schema" in reason
+            assert tools["boom"]["available"] is True
+            ready = await client.get("/readyz")
+            assert ready.status_code == 200
+            assert ready.json()["unavailable_tools"] == [{"tool": "echo", "reason": reason}]
+            receipt = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "b"}))
+            )
+            assert receipt["status"] == "failed"
+            assert receipt["error"]["kind"] == "exception"
+            assert "RemoteToolUnavailable" in receipt["error"]["message"]
+            assert "input_schema" in receipt["error"]["message"]
+            metrics = (await client.get("/metrics")).text
+            assert 'toolloop_remote_tool_available{tool="echo"} 0.0' in metrics
+            assert 'toolloop_remote_tool_unavailable_total{reason="changed",tool="echo"}' in metrics
+        assert await echo_calls(server.url) == 0
+    assert any(
+        "remote tool echo is unavailable (changed)" in record.getMessage()
+        for record in caplog.records
+    )
+
+
+async def test_a_tool_changed_while_serving_is_found_on_reconnect(
+    database_url: str, tmp_path: Path
+) -> None:
+    with mcp_server("v1") as server:
+        registry = remote_registry(tmp_path / "remote.yml", server.url)
+        async with service(registry, database_url) as client:
+            first = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "a"}))
+            )
+            assert first["status"] == "succeeded"
+            server.stop()
+            server.start("v2")
+            # The old session is gone: this call fails and drops it; the next connects
+            # again, compares the pins and refuses.
+            lost = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "b"}))
+            )
+            assert lost["status"] == "failed"
+            refused = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "c"}))
+            )
+            assert refused["status"] == "failed"
+            assert "RemoteToolUnavailable" in refused["error"]["message"]
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is False
+        assert await echo_calls(server.url) == 0
+
+
+async def test_a_tool_the_server_no_longer_lists_is_unavailable(
+    database_url: str, tmp_path: Path
+) -> None:
+    with mcp_server("missing") as server:
+        registry = remote_registry(tmp_path / "remote.yml", server.url)
+        async with service(registry, database_url) as client:
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is False
+            assert tools["echo"]["unavailable_reason"] == (
+                "the MCP server lists no tool named 'echo'"
+            )
+            assert tools["hang"]["available"] is True
+            receipt = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "x"}))
+            )
+            assert receipt["status"] == "failed"
+            assert "lists no tool named 'echo'" in receipt["error"]["message"]
+
+
+async def test_a_hanging_tool_times_out_and_the_connection_is_made_again(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url, hang_timeout_s=0.5)
+    async with service(registry, database_url) as client:
+        hung = only_receipt(
+            await client.post("/plans/sequential", json=plan("hang", {"text": "x"}))
+        )
+        assert hung["status"] == "timed_out"
+        assert hung["error"]["kind"] == "timeout"
+        after = only_receipt(
+            await client.post("/plans/sequential", json=plan("echo", {"text": "y"}))
+        )
+        assert after["status"] == "succeeded"
+        assert after["output"] == {"echoed": "y"}
+
+
+async def test_an_error_result_is_a_failed_receipt_with_the_server_text(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url)
+    async with service(registry, database_url) as client:
+        receipt = only_receipt(
+            await client.post("/plans/sequential", json=plan("boom", {"text": "x"}))
+        )
+        assert receipt["status"] == "failed"
+        assert receipt["error"]["kind"] == "exception"
+        assert (
+            "RemoteToolFailed: the MCP tool failed: Error executing tool boom"
+            == (receipt["error"]["message"])
+        )
+
+
+async def test_arguments_are_checked_before_the_server_is_asked(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url)
+    async with service(registry, database_url) as client:
+        response = await client.post("/plans/sequential", json=plan("echo", {"text": 5}))
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["pointer"] == "/calls/0/args/text"
+    assert await echo_calls(server.url) == 0
+
+
+async def test_the_token_from_token_env_goes_as_a_bearer(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with mcp_server("v1", token="s3cret-token") as server:
+        registry = remote_registry(tmp_path / "remote.yml", server.url, token_env="ECHO_TOKEN")
+        monkeypatch.setenv("ECHO_TOKEN", "s3cret-token")
+        async with service(registry, database_url) as client:
+            receipt = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "x"}))
+            )
+            assert receipt["status"] == "succeeded"
+            assert "s3cret-token" not in (await client.get("/tools")).text
+        monkeypatch.setenv("ECHO_TOKEN", "wrong")
+        async with service(registry, database_url) as client:
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is False
+            assert "could not be reached" in tools["echo"]["unavailable_reason"]
+
+
+async def test_a_server_down_at_start_is_tried_again_at_the_next_call(
+    database_url: str, tmp_path: Path
+) -> None:
+    with mcp_server("v1") as server:
+        server.stop()
+        registry = remote_registry(tmp_path / "remote.yml", server.url)
+        async with service(registry, database_url) as client:
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is False
+            reason = tools["echo"]["unavailable_reason"]
+            assert reason.startswith("the MCP server could not be reached")
+            assert server.url not in reason
+            server.start("v1")
+            receipt = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "x"}))
+            )
+            assert receipt["status"] == "succeeded"
+            tools = tools_by_id((await client.get("/tools")).json())
+            assert tools["echo"]["available"] is True

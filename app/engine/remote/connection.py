@@ -14,25 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from typing import Any
 
-import httpx2
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 from mcp_types import Tool as ListedTool
 
 from app.engine.remote.errors import RemoteToolFailed, RemoteToolUnavailable, untrusted_text
+from app.engine.remote.listing import list_tools, mcp_client
 from app.engine.remote.pins import Mismatch, Pin, Unavailable, compare
 
 logger = logging.getLogger("toolloop.remote")
-
-# A server listing more pages than this is refused (a loop, or not a tool server).
-MAX_LISTING_PAGES = 100
 
 # tool id -> its mismatch, or None once it is available again.
 StatusListener = Callable[[str, Mismatch | None], None]
@@ -79,14 +74,17 @@ class McpServerConnection:
             result = await client.call_tool(
                 self._pins[tool_id].remote_name, dict(args), read_timeout_seconds=timeout_s
             )
-        except MCPError as exc:
-            raise RemoteToolFailed(untrusted_text(f"the MCP server answered: {exc}")) from None
         except BaseException as exc:
-            # Cancelled (the tool's timeout) or a broken transport: the session may hold
-            # a request the server still works on; start afresh next time.
+            # Cancelled (the tool's timeout), a protocol error or a broken transport:
+            # the session may be gone or hold a request the server still works on.
+            # Start afresh next time, which checks the pins again.
             self.drop()
+            if isinstance(exc, MCPError):
+                message = f"the MCP server answered an error: {exc}"
+                raise RemoteToolFailed(untrusted_text(message)) from None
             if isinstance(exc, Exception):
-                raise RemoteToolFailed(f"the MCP connection failed: {type(exc).__name__}") from None
+                message = f"the MCP connection failed: {type(exc).__name__}"
+                raise RemoteToolFailed(message) from None
             raise
         return _output(result)
 
@@ -117,10 +115,15 @@ class McpServerConnection:
         try:
             async with AsyncExitStack() as stack:
                 async with asyncio.timeout(self._connect_timeout_s):
-                    http = await stack.enter_async_context(self._http_client())
-                    transport = streamable_http_client(self._url, http_client=http)
-                    client = await stack.enter_async_context(Client(transport, cache=None))
-                    listing = await _list_tools(client)
+                    client = await stack.enter_async_context(
+                        mcp_client(
+                            self._url,
+                            self._token_env,
+                            self._connect_timeout_s,
+                            self._max_connections,
+                        )
+                    )
+                    listing = await list_tools(client)
                 self._check_pins(listing)
                 self._client = client
                 connected.set_result(client)
@@ -138,22 +141,6 @@ class McpServerConnection:
                 connected.set_exception(
                     RemoteToolUnavailable("the MCP connection was closed while connecting")
                 )
-
-    def _http_client(self) -> httpx2.AsyncClient:
-        headers = {}
-        if self._token_env is not None:
-            # Read at each connect, sent as a header, never kept.
-            token = os.environ.get(self._token_env)
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-        return httpx2.AsyncClient(
-            headers=headers,
-            timeout=httpx2.Timeout(self._connect_timeout_s, read=None),
-            limits=httpx2.Limits(
-                max_connections=self._max_connections,
-                max_keepalive_connections=self._max_connections,
-            ),
-        )
 
     def _check_pins(self, listing: list[ListedTool]) -> None:
         for tool_id, pin in self._pins.items():
@@ -176,18 +163,6 @@ class McpServerConnection:
             self.unavailable[tool_id] = mismatch
         if before != mismatch:
             self._on_status(tool_id, mismatch)
-
-
-async def _list_tools(client: Client) -> list[ListedTool]:
-    tools: list[ListedTool] = []
-    cursor: str | None = None
-    for _ in range(MAX_LISTING_PAGES):
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            return tools
-    raise RemoteToolFailed(f"the MCP server lists more than {MAX_LISTING_PAGES} pages of tools")
 
 
 def _output(result: CallToolResult) -> Any:

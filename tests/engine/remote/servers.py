@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mcp import Client
 
 from tests.live_server import REPO, free_port
 
@@ -130,3 +131,12 @@ def remote_registry(
     }
     path.write_text(yaml.safe_dump(registry, sort_keys=False))
     return path
+
+
+async def echo_calls(url: str) -> int:
+    """How many times the server ran `echo`, asked directly over MCP."""
+    async with Client(url, cache=None) as client:
+        result = await client.call_tool("echo_calls", {})
+    assert result.structured_content is not None
+    count: int = result.structured_content["count"]
+    return count
