@@ -185,8 +185,8 @@ async def test_an_error_result_is_a_failed_receipt_with_the_server_text(
         assert receipt["status"] == "failed"
         assert receipt["error"]["kind"] == "exception"
         assert (
-            "RemoteToolFailed: the MCP tool failed: Error executing tool boom"
-            == (receipt["error"]["message"])
+            (receipt["error"]["message"])
+            == "RemoteToolFailed: the MCP tool failed: Error executing tool boom"
         )
 
 
