@@ -92,7 +92,7 @@ async def test_a_tool_changed_between_two_starts_is_unavailable_and_never_called
             assert tools["boom"]["available"] is True
             ready = await client.get("/readyz")
             assert ready.status_code == 200
-            assert ready.json()["unavailable_tools"] == [{"tool": "echo", "reason": reason}]
+            assert {"tool": "echo", "reason": reason} in ready.json()["unavailable_tools"]
             receipt = only_receipt(
                 await client.post("/plans/sequential", json=plan("echo", {"text": "b"}))
             )
@@ -239,3 +239,47 @@ async def test_a_server_down_at_start_is_tried_again_at_the_next_call(
             assert receipt["status"] == "succeeded"
             tools = tools_by_id((await client.get("/tools")).json())
             assert tools["echo"]["available"] is True
+
+
+async def test_a_tool_changed_in_place_is_refused_once_the_server_says_so(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url)
+    async with service(registry, database_url) as client:
+        before = only_receipt(
+            await client.post("/plans/sequential", json=plan("echo", {"text": "a"}))
+        )
+        assert before["status"] == "succeeded"
+        # Replaces echo on the server and sends notifications/tools/list_changed.
+        changed = only_receipt(await client.post("/plans/sequential", json=plan("change_echo", {})))
+        assert changed["status"] == "succeeded"
+        refused = only_receipt(
+            await client.post("/plans/sequential", json=plan("echo", {"text": "b"}))
+        )
+        assert refused["status"] == "failed"
+        assert "RemoteToolUnavailable" in refused["error"]["message"]
+        assert "input_schema" in refused["error"]["message"]
+        tools = tools_by_id((await client.get("/tools")).json())
+        assert tools["echo"]["available"] is False
+    assert await echo_calls(server.url) == 1
+
+
+async def test_a_stateless_server_is_checked_again_before_each_call(
+    database_url: str, tmp_path: Path
+) -> None:
+    with mcp_server("v1-stateless") as server:
+        registry = remote_registry(tmp_path / "remote.yml", server.url)
+        async with service(registry, database_url) as client:
+            first = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "a"}))
+            )
+            assert first["status"] == "succeeded"
+            server.stop()
+            server.start("v2-stateless")
+            # No session to lose: the restart shows only in the listing, read before the call.
+            refused = only_receipt(
+                await client.post("/plans/sequential", json=plan("echo", {"text": "b"}))
+            )
+            assert refused["status"] == "failed"
+            assert "RemoteToolUnavailable" in refused["error"]["message"]
+        assert await echo_calls(server.url) == 0

@@ -24,7 +24,7 @@ from mcp_types import CallToolResult
 from mcp_types import Tool as ListedTool
 
 from app.engine.remote.errors import RemoteToolFailed, RemoteToolUnavailable, untrusted_text
-from app.engine.remote.listing import list_tools, mcp_client
+from app.engine.remote.listing import SessionSeen, list_tools, mcp_client
 from app.engine.remote.pins import Mismatch, Pin, Unavailable, compare
 
 logger = logging.getLogger("toolloop.remote")
@@ -52,6 +52,10 @@ class McpServerConnection:
         self._max_connections = max_connections
         self._on_status = on_status
         self._client: Client | None = None
+        # List the tools again before the next call: the server said they changed, or
+        # it keeps no session (a restart would go unnoticed).
+        self._recheck = False
+        self._stateless = False
         self._connecting: asyncio.Future[Client] | None = None
         self._holder: asyncio.Task[None] | None = None
         self.unavailable: dict[str, Mismatch] = {}
@@ -67,6 +71,13 @@ class McpServerConnection:
 
     async def call(self, tool_id: str, args: Mapping[str, Any], timeout_s: float) -> Any:
         client = await self._connected()
+        if self._recheck or self._stateless:
+            self._recheck = False
+            try:
+                self._check_pins(await list_tools(client))
+            except BaseException:
+                self.drop()
+                raise
         mismatch = self.unavailable.get(tool_id)
         if mismatch is not None:
             raise RemoteToolUnavailable(mismatch.reason)
@@ -115,15 +126,20 @@ class McpServerConnection:
         try:
             async with AsyncExitStack() as stack:
                 async with asyncio.timeout(self._connect_timeout_s):
+                    session_seen = SessionSeen()
                     client = await stack.enter_async_context(
                         mcp_client(
                             self._url,
                             self._token_env,
                             self._connect_timeout_s,
                             self._max_connections,
+                            session_seen=session_seen,
+                            on_tools_changed=self._tools_changed,
                         )
                     )
                     listing = await list_tools(client)
+                self._stateless = not session_seen.seen
+                self._recheck = False
                 self._check_pins(listing)
                 self._client = client
                 connected.set_result(client)
@@ -141,6 +157,9 @@ class McpServerConnection:
                 connected.set_exception(
                     RemoteToolUnavailable("the MCP connection was closed while connecting")
                 )
+
+    def _tools_changed(self) -> None:
+        self._recheck = True
 
     def _check_pins(self, listing: list[ListedTool]) -> None:
         for tool_id, pin in self._pins.items():

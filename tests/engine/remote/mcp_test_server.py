@@ -3,7 +3,9 @@
     PORT VARIANT [TOKEN]
 
 VARIANT `v1` serves `echo(text)`; `v2` serves `echo(text, loud)` (the input
-schema changed since v1 was pinned); `missing` serves no `echo`. Every variant
+schema changed since v1 was pinned); `missing` serves no `echo`; a `-stateless`
+suffix serves without sessions. In `v1`, `change_echo` replaces `echo` by the
+`v2` one in place and says the tool list changed. Every variant
 serves `hang` (never answers), `boom` (raises: an isError result) and
 `echo_calls` (how many times `echo` ran: the tests check a refused call never
 reached the server). With TOKEN, a request without `Authorization: Bearer TOKEN`
@@ -17,7 +19,7 @@ import sys
 from typing import Any
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -25,19 +27,26 @@ def build(variant: str) -> MCPServer:
     server = MCPServer("toolloop-test")
     calls = {"echo": 0}
 
-    if variant == "v1":
+    def echo(text: str) -> dict[str, Any]:
+        calls["echo"] += 1
+        return {"echoed": text}
 
-        @server.tool(description="Echo the text back.")
-        def echo(text: str) -> dict[str, Any]:
-            calls["echo"] += 1
-            return {"echoed": text}
+    def echo_v2(text: str, loud: bool = False) -> dict[str, Any]:
+        calls["echo"] += 1
+        return {"echoed": text.upper() if loud else text}
+
+    if variant == "v1":
+        server.add_tool(echo, name="echo", description="Echo the text back.")
+
+        @server.tool(description="Replace echo by another one.")
+        async def change_echo(ctx: Context) -> dict[str, Any]:
+            server.remove_tool("echo")
+            server.add_tool(echo_v2, name="echo", description="Echo the text back.")
+            await ctx.session.send_tool_list_changed()
+            return {}
 
     elif variant == "v2":
-
-        @server.tool(description="Echo the text back.")
-        def echo(text: str, loud: bool = False) -> dict[str, Any]:
-            calls["echo"] += 1
-            return {"echoed": text.upper() if loud else text}
+        server.add_tool(echo_v2, name="echo", description="Echo the text back.")
 
     @server.tool(description="Never answers.")
     async def hang(text: str) -> dict[str, Any]:
@@ -70,7 +79,10 @@ def bearer_required(app: ASGIApp, token: str) -> ASGIApp:
 
 def main() -> None:
     port, variant = int(sys.argv[1]), sys.argv[2]
-    app: ASGIApp = build(variant).streamable_http_app()
+    stateless = variant.endswith("-stateless")
+    app: ASGIApp = build(variant.removesuffix("-stateless")).streamable_http_app(
+        stateless_http=stateless
+    )
     if len(sys.argv) > 3:
         app = bearer_required(app, sys.argv[3])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

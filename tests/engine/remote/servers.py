@@ -49,6 +49,15 @@ BOOM_PIN: dict[str, Any] = {
     },
     "output_schema": {"additionalProperties": True, "title": "boomDictOutput", "type": "object"},
 }
+CHANGE_ECHO_PIN: dict[str, Any] = {
+    "description": "Replace echo by another one.",
+    "input_schema": {"properties": {}, "type": "object", "title": "change_echoArguments"},
+    "output_schema": {
+        "additionalProperties": True,
+        "title": "change_echoDictOutput",
+        "type": "object",
+    },
+}
 
 
 @dataclass
@@ -108,7 +117,7 @@ def remote_registry(
     timeout_s: float = 30.0,
     hang_timeout_s: float = 0.5,
 ) -> Path:
-    """A registry of owner `remote` with the pinned echo, hang and boom tools."""
+    """A registry of owner `remote` with the pinned echo, hang, boom and change_echo tools."""
     endpoint: dict[str, Any] = {"url": url}
     if token_env is not None:
         endpoint["token_env"] = token_env
@@ -116,6 +125,7 @@ def remote_registry(
         "echo": {"mcp": {**endpoint, "tool": "echo"}, **ECHO_PIN, "effect": "read"},
         "hang": {"mcp": {**endpoint, "tool": "hang"}, **HANG_PIN, "timeout_s": hang_timeout_s},
         "boom": {"mcp": {**endpoint, "tool": "boom"}, **BOOM_PIN},
+        "change_echo": {"mcp": {**endpoint, "tool": "change_echo"}, **CHANGE_ECHO_PIN},
     }
     registry = {
         "subagents": {
