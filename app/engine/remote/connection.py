@@ -13,7 +13,6 @@ checks the pins again.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, suppress
 from typing import Any
@@ -26,8 +25,6 @@ from mcp_types import Tool as ListedTool
 from app.engine.remote.errors import RemoteToolFailed, RemoteToolUnavailable, untrusted_text
 from app.engine.remote.listing import SessionSeen, list_tools, mcp_client
 from app.engine.remote.pins import Mismatch, Pin, Unavailable, compare
-
-logger = logging.getLogger("toolloop.remote")
 
 # tool id -> its mismatch, or None once it is available again.
 StatusListener = Callable[[str, Mismatch | None], None]
@@ -82,6 +79,8 @@ class McpServerConnection:
         if mismatch is not None:
             raise RemoteToolUnavailable(mismatch.reason)
         try:
+            # The engine's watchdog enforces the tool's timeout (it fires first: it was
+            # armed before this call connected); the SDK's own is a backstop.
             result = await client.call_tool(
                 self._pins[tool_id].remote_name, dict(args), read_timeout_seconds=timeout_s
             )
@@ -193,4 +192,7 @@ def _output(result: CallToolResult) -> Any:
         raise RemoteToolFailed(untrusted_text(f"the MCP tool failed: {text}"))
     if result.structured_content is not None:
         return result.structured_content
-    return {"content": [block.model_dump(mode="json", by_alias=True) for block in result.content]}
+    blocks = [
+        block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
+    ]
+    return {"content": blocks}
