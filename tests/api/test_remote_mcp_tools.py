@@ -16,7 +16,13 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.settings import Settings
-from tests.engine.remote.servers import McpTestServer, echo_calls, mcp_server, remote_registry
+from tests.engine.remote.servers import (
+    McpTestServer,
+    echo_calls,
+    mcp_server,
+    remote_registry,
+    server_counts,
+)
 
 
 @pytest.fixture
@@ -172,6 +178,8 @@ async def test_a_hanging_tool_times_out_and_the_connection_is_made_again(
         )
         assert after["status"] == "succeeded"
         assert after["output"] == {"echoed": "y"}
+    # The service's session at start, its new one after the timeout dropped it, and ours.
+    assert (await server_counts(server.url))["sessions"] == 3
 
 
 async def test_an_error_result_is_a_failed_receipt_with_the_server_text(

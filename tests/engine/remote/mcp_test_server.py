@@ -8,8 +8,8 @@ suffix serves without sessions. In `v1`, `change_echo` replaces `echo` by the
 `v2` one in place and says the tool list changed. Every variant
 serves `hang` (never answers), `boom` (raises: an isError result) and
 `echo_calls` (how many times `echo` ran: the tests check a refused call never
-reached the server). With TOKEN, a request without `Authorization: Bearer TOKEN`
-gets 401.
+reached the server; and how many sessions were opened, its caller's included).
+With TOKEN, a request without `Authorization: Bearer TOKEN` gets 401.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
-def build(variant: str) -> MCPServer:
+def build(variant: str, calls: dict[str, int]) -> MCPServer:
     server = MCPServer("toolloop-test")
-    calls = {"echo": 0}
 
     def echo(text: str) -> dict[str, Any]:
         calls["echo"] += 1
@@ -59,9 +58,21 @@ def build(variant: str) -> MCPServer:
 
     @server.tool(description="How many times echo ran.")
     def echo_calls() -> dict[str, Any]:
-        return {"count": calls["echo"]}
+        return {"count": calls["echo"], "sessions": calls["sessions"]}
 
     return server
+
+
+def sessions_counted(app: ASGIApp, calls: dict[str, int]) -> ASGIApp:
+    """Counts the requests that open a session: POSTs without an `mcp-session-id`."""
+
+    async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+        opens = scope["type"] == "http" and scope["method"] == "POST"
+        if opens and b"mcp-session-id" not in dict(scope["headers"]):
+            calls["sessions"] += 1
+        await app(scope, receive, send)
+
+    return counted
 
 
 def bearer_required(app: ASGIApp, token: str) -> ASGIApp:
@@ -80,9 +91,9 @@ def bearer_required(app: ASGIApp, token: str) -> ASGIApp:
 def main() -> None:
     port, variant = int(sys.argv[1]), sys.argv[2]
     stateless = variant.endswith("-stateless")
-    app: ASGIApp = build(variant.removesuffix("-stateless")).streamable_http_app(
-        stateless_http=stateless
-    )
+    calls = {"echo": 0, "sessions": 0}
+    server = build(variant.removesuffix("-stateless"), calls)
+    app: ASGIApp = sessions_counted(server.streamable_http_app(stateless_http=stateless), calls)
     if len(sys.argv) > 3:
         app = bearer_required(app, sys.argv[3])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -143,10 +143,15 @@ def remote_registry(
     return path
 
 
-async def echo_calls(url: str) -> int:
-    """How many times the server ran `echo`, asked directly over MCP."""
-    async with Client(url, cache=None) as client:
+async def server_counts(url: str) -> dict[str, int]:
+    """How many times the server ran `echo` and opened a session (this one included),
+    asked directly over MCP."""
+    async with Client(url, cache=None, mode="legacy") as client:
         result = await client.call_tool("echo_calls", {})
     assert result.structured_content is not None
-    count: int = result.structured_content["count"]
-    return count
+    counts: dict[str, int] = result.structured_content
+    return counts
+
+
+async def echo_calls(url: str) -> int:
+    return (await server_counts(url))["count"]
