@@ -26,7 +26,8 @@ def test_import_prints_a_registry_that_pins_every_tool(
     path = tmp_path / "imported.yml"
     path.write_text(text)
     contract = load_contract([path])
-    assert set(contract.owners["remote"].tools) == {"echo", "hang", "boom", "echo_calls"}
+    listed = ["echo", "change_echo", "hang", "boom", "pause", "echo_calls"]
+    assert set(contract.owners["remote"].tools) == set(listed)
     echo = contract.tools["echo"]
     assert echo.description == ECHO_PIN["description"]
     assert dict(echo.input_schema.source) == ECHO_PIN["input_schema"]
@@ -34,7 +35,7 @@ def test_import_prints_a_registry_that_pins_every_tool(
     assert echo.mcp is not None
     assert (echo.mcp.url, echo.mcp.tool, echo.mcp.token_env) == (server.url, "echo", "TOK")
     runner = yaml.safe_load(text)["subagents"]["remote"]["runner_defaults"]
-    assert runner["allowed_tools"] == ["echo", "hang", "boom", "echo_calls"]
+    assert runner["allowed_tools"] == listed  # in the server's order
 
 
 def test_import_of_an_unreachable_server_fails_with_a_message(

@@ -32,8 +32,12 @@ def server() -> Iterator[McpTestServer]:
 
 
 @asynccontextmanager
-async def service(registry: Path, database_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    app: FastAPI = create_app(Settings(registries=[registry], database_url=database_url))
+async def service(
+    registry: Path, database_url: str, **settings: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    app: FastAPI = create_app(
+        Settings(registries=[registry], database_url=database_url, **settings)
+    )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
@@ -291,3 +295,23 @@ async def test_a_stateless_server_is_checked_again_before_each_call(
             assert refused["status"] == "failed"
             assert "RemoteToolUnavailable" in refused["error"]["message"]
         assert await echo_calls(server.url) == 0
+
+
+async def test_a_server_gets_at_most_the_configured_connections_at_once(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url)
+    async with service(registry, database_url, mcp_max_connections=1) as client:
+        lanes = [
+            {
+                "item_key": str(i),
+                "calls": [{"call_key": "1", "tool": "pause", "args": {"text": ""}}],
+            }
+            for i in range(6)
+        ]
+        body = {"owner": "remote", "max_concurrency": 6, "lanes": lanes}
+        response = await client.post("/plans/parallel", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["status"] == "succeeded"
+    # One connection for calls, and one the event stream may not have taken yet.
+    assert (await server_counts(server.url))["most_in_flight"] <= 2

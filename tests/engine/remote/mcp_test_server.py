@@ -6,9 +6,11 @@ VARIANT `v1` serves `echo(text)`; `v2` serves `echo(text, loud)` (the input
 schema changed since v1 was pinned); `missing` serves no `echo`; a `-stateless`
 suffix serves without sessions. In `v1`, `change_echo` replaces `echo` by the
 `v2` one in place and says the tool list changed. Every variant
-serves `hang` (never answers), `boom` (raises: an isError result) and
+serves `hang` (never answers), `pause` (answers after a moment), `boom`
+(raises: an isError result) and
 `echo_calls` (how many times `echo` ran: the tests check a refused call never
-reached the server; and how many sessions were opened, its caller's included).
+reached the server; how many sessions were opened, its caller's included; and
+the most requests of a session in flight at once).
 With TOKEN, a request without `Authorization: Bearer TOKEN` gets 401.
 """
 
@@ -56,21 +58,36 @@ def build(variant: str, calls: dict[str, int]) -> MCPServer:
     def boom(text: str) -> dict[str, Any]:
         raise ValueError(f"boom: {text}")
 
+    @server.tool(description="Wait a moment, then answer.")
+    async def pause(text: str) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"paused": text}
+
     @server.tool(description="How many times echo ran.")
     def echo_calls() -> dict[str, Any]:
-        return {"count": calls["echo"], "sessions": calls["sessions"]}
+        return {key: calls[key] for key in ("echo", "sessions", "most_in_flight")}
 
     return server
 
 
-def sessions_counted(app: ASGIApp, calls: dict[str, int]) -> ASGIApp:
-    """Counts the requests that open a session: POSTs without an `mcp-session-id`."""
+def requests_counted(app: ASGIApp, calls: dict[str, int]) -> ASGIApp:
+    """Counts the requests that open a session (POSTs without an `mcp-session-id`) and
+    the most POSTs of a session in flight at once."""
 
     async def counted(scope: Scope, receive: Receive, send: Send) -> None:
-        opens = scope["type"] == "http" and scope["method"] == "POST"
-        if opens and b"mcp-session-id" not in dict(scope["headers"]):
+        post = scope["type"] == "http" and scope["method"] == "POST"
+        if not post:
+            await app(scope, receive, send)
+        elif b"mcp-session-id" not in dict(scope["headers"]):
             calls["sessions"] += 1
-        await app(scope, receive, send)
+            await app(scope, receive, send)
+        else:
+            calls["in_flight"] += 1
+            calls["most_in_flight"] = max(calls["most_in_flight"], calls["in_flight"])
+            try:
+                await app(scope, receive, send)
+            finally:
+                calls["in_flight"] -= 1
 
     return counted
 
@@ -91,9 +108,9 @@ def bearer_required(app: ASGIApp, token: str) -> ASGIApp:
 def main() -> None:
     port, variant = int(sys.argv[1]), sys.argv[2]
     stateless = variant.endswith("-stateless")
-    calls = {"echo": 0, "sessions": 0}
+    calls = {"echo": 0, "sessions": 0, "in_flight": 0, "most_in_flight": 0}
     server = build(variant.removesuffix("-stateless"), calls)
-    app: ASGIApp = sessions_counted(server.streamable_http_app(stateless_http=stateless), calls)
+    app: ASGIApp = requests_counted(server.streamable_http_app(stateless_http=stateless), calls)
     if len(sys.argv) > 3:
         app = bearer_required(app, sys.argv[3])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -49,6 +49,16 @@ BOOM_PIN: dict[str, Any] = {
     },
     "output_schema": {"additionalProperties": True, "title": "boomDictOutput", "type": "object"},
 }
+PAUSE_PIN: dict[str, Any] = {
+    "description": "Wait a moment, then answer.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "pauseArguments",
+    },
+    "output_schema": {"additionalProperties": True, "title": "pauseDictOutput", "type": "object"},
+}
 CHANGE_ECHO_PIN: dict[str, Any] = {
     "description": "Replace echo by another one.",
     "input_schema": {"properties": {}, "type": "object", "title": "change_echoArguments"},
@@ -117,7 +127,7 @@ def remote_registry(
     timeout_s: float = 30.0,
     hang_timeout_s: float = 0.5,
 ) -> Path:
-    """A registry of owner `remote` with the pinned echo, hang, boom and change_echo tools."""
+    """A registry of owner `remote` pinning the v1 server's tools (all but echo_calls)."""
     endpoint: dict[str, Any] = {"url": url}
     if token_env is not None:
         endpoint["token_env"] = token_env
@@ -126,6 +136,7 @@ def remote_registry(
         "hang": {"mcp": {**endpoint, "tool": "hang"}, **HANG_PIN, "timeout_s": hang_timeout_s},
         "boom": {"mcp": {**endpoint, "tool": "boom"}, **BOOM_PIN},
         "change_echo": {"mcp": {**endpoint, "tool": "change_echo"}, **CHANGE_ECHO_PIN},
+        "pause": {"mcp": {**endpoint, "tool": "pause"}, **PAUSE_PIN},
     }
     registry = {
         "subagents": {
@@ -154,4 +165,4 @@ async def server_counts(url: str) -> dict[str, int]:
 
 
 async def echo_calls(url: str) -> int:
-    return (await server_counts(url))["count"]
+    return (await server_counts(url))["echo"]
