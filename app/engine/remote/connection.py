@@ -57,10 +57,6 @@ class McpServerConnection:
         self._holder: asyncio.Task[None] | None = None
         self.unavailable: dict[str, Mismatch] = {}
 
-    @property
-    def tool_ids(self) -> tuple[str, ...]:
-        return tuple(self._pins)
-
     async def check(self) -> None:
         """Connect (if not connected) and compare the pins; never raises for the server."""
         with suppress(RemoteToolUnavailable):
