@@ -26,7 +26,7 @@ def test_import_prints_a_registry_that_pins_every_tool(
     path = tmp_path / "imported.yml"
     path.write_text(text)
     contract = load_contract([path])
-    listed = ["echo", "change_echo", "hang", "boom", "pause", "echo_calls"]
+    listed = ["echo", "change_echo", "hang", "boom", "pause", "greet", "echo_calls"]
     assert set(contract.owners["remote"].tools) == set(listed)
     echo = contract.tools["echo"]
     assert echo.description == ECHO_PIN["description"]

@@ -202,6 +202,18 @@ async def test_an_error_result_is_a_failed_receipt_with_the_server_text(
         )
 
 
+async def test_a_result_without_structured_content_is_its_content_blocks(
+    server: McpTestServer, database_url: str, tmp_path: Path
+) -> None:
+    registry = remote_registry(tmp_path / "remote.yml", server.url)
+    async with service(registry, database_url) as client:
+        receipt = only_receipt(
+            await client.post("/plans/sequential", json=plan("greet", {"text": "x"}))
+        )
+        assert receipt["status"] == "succeeded"
+        assert receipt["output"] == {"content": [{"type": "text", "text": "hello x"}]}
+
+
 async def test_arguments_are_checked_before_the_server_is_asked(
     server: McpTestServer, database_url: str, tmp_path: Path
 ) -> None:

@@ -6,7 +6,8 @@ VARIANT `v1` serves `echo(text)`; `v2` serves `echo(text, loud)` (the input
 schema changed since v1 was pinned); `missing` serves no `echo`; a `-stateless`
 suffix serves without sessions. In `v1`, `change_echo` replaces `echo` by the
 `v2` one in place and says the tool list changed. Every variant
-serves `hang` (never answers), `pause` (answers after a moment), `boom`
+serves `hang` (never answers), `pause` (answers after a moment), `greet` (text
+content, no structuredContent), `boom`
 (raises: an isError result) and
 `echo_calls` (how many times `echo` ran: the tests check a refused call never
 reached the server; how many sessions were opened, its caller's included; and
@@ -62,6 +63,10 @@ def build(variant: str, calls: dict[str, int]) -> MCPServer:
     async def pause(text: str) -> dict[str, Any]:
         await asyncio.sleep(0.05)
         return {"paused": text}
+
+    @server.tool(description="Greet in text.", structured_output=False)
+    def greet(text: str) -> str:
+        return f"hello {text}"
 
     @server.tool(description="How many times echo ran.")
     def echo_calls() -> dict[str, Any]:

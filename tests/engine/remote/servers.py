@@ -59,6 +59,16 @@ PAUSE_PIN: dict[str, Any] = {
     },
     "output_schema": {"additionalProperties": True, "title": "pauseDictOutput", "type": "object"},
 }
+GREET_PIN: dict[str, Any] = {
+    "description": "Greet in text.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"title": "Text", "type": "string"}},
+        "required": ["text"],
+        "title": "greetArguments",
+    },
+    "output_schema": {},
+}
 CHANGE_ECHO_PIN: dict[str, Any] = {
     "description": "Replace echo by another one.",
     "input_schema": {"properties": {}, "type": "object", "title": "change_echoArguments"},
@@ -137,6 +147,7 @@ def remote_registry(
         "boom": {"mcp": {**endpoint, "tool": "boom"}, **BOOM_PIN},
         "change_echo": {"mcp": {**endpoint, "tool": "change_echo"}, **CHANGE_ECHO_PIN},
         "pause": {"mcp": {**endpoint, "tool": "pause"}, **PAUSE_PIN},
+        "greet": {"mcp": {**endpoint, "tool": "greet"}, **GREET_PIN},
     }
     registry = {
         "subagents": {
