@@ -253,6 +253,8 @@ def _registry_check(paths: Sequence[Path], allowed_modules: Sequence[str] | None
 def _registry_import_mcp(args: argparse.Namespace) -> int:
     from app.registry_import import import_mcp_tools
 
+    for noisy in ("httpx2", "mcp"):  # a line per request: stderr is for problems here
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         text = asyncio.run(
             import_mcp_tools(
