@@ -85,7 +85,7 @@ async def client(
     throttle = FailedAuthThrottle(burst=2, per_minute=6, clock=clock)
     app = build_app(load_keys(keys_path), throttle)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://toolloop"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         yield client
 
@@ -164,7 +164,7 @@ async def test_any_valid_key_is_a_caller(client: httpx.AsyncClient, keys: dict[s
 async def test_open_mode_passes_without_a_key() -> None:
     app = build_app(None)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         metrics = await client.get("/metrics")
         whoami = await client.get("/whoami", headers=bearer("anything"))
 
@@ -181,7 +181,7 @@ async def test_an_app_without_auth_installed_fails_closed() -> None:
         return {"name": caller.name}
 
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         response = await client.get("/whoami")
 
     assert_problem(response, 500, "internal-error")
@@ -215,7 +215,7 @@ async def test_another_address_is_not_throttled(keys_path: Path, clock: FakeCloc
     statuses = []
     for host in ("10.0.0.1", "10.0.0.1", "10.0.0.2"):
         transport = httpx.ASGITransport(app=app, client=(host, 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             statuses.append((await client.post("/plans", headers=bad)).status_code)
 
     assert statuses == [401, 429, 401]
