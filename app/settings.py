@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # None: readable lines when stderr is a terminal, JSON lines otherwise.
     log_format: Literal["json", "text"] | None = None
+    # With tracing on (OTEL_EXPORTER_OTLP_ENDPOINT): put call arguments and outputs
+    # on the spans, redacted as the stored receipts are.
+    trace_payloads: bool = False
 
     @field_validator(
         "registries", "allowed_modules", "forwarded_allow_ips", "cors_origins", mode="before"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -29,6 +31,7 @@ from app.api.transport_guard import TransportGuard
 from app.api.waiting import runtime_when_reachable
 from app.contract import Contract, load_contract
 from app.observability.middleware import ObservabilityMiddleware
+from app.observability.tracing import Tracing, tracing_from_environment
 from app.service.runtime import open_runtime
 from app.settings import Settings
 
@@ -38,10 +41,16 @@ def create_app(
     contract: Contract | None = None,
     *,
     tune_collector: bool = False,
+    tracing: Tracing | None = None,
 ) -> FastAPI:
     """`tune_collector`: once started, set the garbage collector as a server process
-    should (`toolloop serve`): `app.api.collector.tune_for_serving`."""
+    should (`toolloop serve`): `app.api.collector.tune_for_serving`.
+
+    `tracing`: where spans go; by default the OTLP exporter when the standard
+    `OTEL_*` variables name an endpoint, else none (`app.observability.tracing`)."""
     resolved = settings or Settings()
+    if tracing is None:
+        tracing = tracing_from_environment(os.environ, payloads=resolved.trace_payloads)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,12 +65,15 @@ def create_app(
             ),
         )
         if resolved.wait_for_database_s > 0:
-            async with runtime_when_reachable(app.state, resolved, loaded):
-                if tune_collector:
-                    tune_for_serving()
-                yield
+            try:
+                async with runtime_when_reachable(app.state, resolved, loaded, tracing):
+                    if tune_collector:
+                        tune_for_serving()
+                    yield
+            finally:
+                await _stop_tracing(tracing)
             return
-        runtime = await open_runtime(resolved, loaded)
+        runtime = await open_runtime(resolved, loaded, tracing)
         app.state.runtime = runtime
         if tune_collector:
             tune_for_serving()
@@ -69,6 +81,7 @@ def create_app(
             yield
         finally:
             await runtime.aclose()
+            await _stop_tracing(tracing)
 
     app = FastAPI(
         title="ToolLoop",
@@ -90,6 +103,8 @@ def create_app(
         allow_cors(app, resolved.cors_origins)
     app.add_middleware(TransportGuard)
     app.add_middleware(ObservabilityMiddleware)
+    if tracing is not None:
+        app.add_middleware(tracing.middleware)
     install_problem_handlers(app)
     install_openapi(app)
     # The busiest routes first, the documentation last: a request is matched
@@ -99,6 +114,12 @@ def create_app(
     install_console(app)
     add_routes(app, documentation.router)
     return app
+
+
+async def _stop_tracing(tracing: Tracing | None) -> None:
+    """Export the spans still batched, then stop the exporter."""
+    if tracing is not None:
+        await asyncio.to_thread(tracing.shutdown)
 
 
 def add_routes(app: FastAPI, api: APIRouter) -> None:

@@ -56,12 +56,15 @@ class Engine:
         evidence_timeout_s: float = 30.0,
         clock: Callable[[], datetime] = utc_now,
         rng: random.Random | None = None,
+        pipeline_factory: Callable[..., CallPipeline] = CallPipeline,
     ) -> None:
+        """`pipeline_factory`: builds the call pipeline (`CallPipeline`'s arguments);
+        a subclass adds to every call (`app.observability.traced_calls`)."""
         self._contract = contract
         self._invoker = Invoker(worker_threads)
         self._deadlines: Deadlines | None = None
         auditor = Auditor(audit)
-        self._pipeline = CallPipeline(
+        self._pipeline = pipeline_factory(
             contract,
             invoker=self._invoker,
             receipts=receipts,

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from app.engine.engine import Engine
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
-from app.llm.client import LLMClient
+from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.prompts import PromptSet
 
@@ -30,14 +30,14 @@ class DecisionSink(Protocol):
 @dataclass(frozen=True, slots=True)
 class RouterKit:
     engine: Engine
-    llm: LLMClient
+    llm: ChatModel
     prompts: PromptSet
     limits: RouterLimits
     redactors: Mapping[str, Redactor]
 
     @classmethod
     def build(
-        cls, engine: Engine, llm: LLMClient, prompts: PromptSet, limits: RouterLimits
+        cls, engine: Engine, llm: ChatModel, prompts: PromptSet, limits: RouterLimits
     ) -> RouterKit:
         redactors = {
             tool_id: Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR

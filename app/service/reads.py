@@ -117,11 +117,17 @@ class ReadService:
         self, run_id: str, viewer: RunViewer, *, limit: int, after_seq: int | None
     ) -> Listing[int]:
         async with self._session() as session:
-            await self._visible_run(session, run_id, viewer)
+            run = await self._visible_run(session, run_id, viewer)
             rows = await ReceiptRepository(session).list_for_run(
                 run_id, after_seq=after_seq, limit=limit + 1
             )
-        return _in_run_order(rows, limit, receipt_view, lambda receipt: receipt.seq)
+        trace_id = run.trace_id
+        return _in_run_order(
+            rows,
+            limit,
+            lambda receipt: receipt_view(receipt, trace_id),
+            lambda receipt: receipt.seq,
+        )
 
     async def list_receipts(
         self, filters: ReceiptFilters, viewer: RunViewer, *, limit: int, after: Keyset | None
@@ -140,7 +146,11 @@ class ReadService:
                 until=filters.until,
                 run_caller=viewer.visible_run_creator,
             )
-        return Listing(items=[receipt_view(row) for row in page.items], next=page.next)
+            trace_ids = await RunRepository(session).trace_ids({row.run_id for row in page.items})
+        return Listing(
+            items=[receipt_view(row, trace_ids.get(row.run_id)) for row in page.items],
+            next=page.next,
+        )
 
     async def list_run_audit(
         self, run_id: str, viewer: RunViewer, *, limit: int, after_id: int | None
@@ -202,6 +212,7 @@ def run_view(run: Run) -> dict[str, Any]:
         "caller": run.caller,
         "contract_hash": run.contract_hash,
         "parallel_batch_id": run.parallel_batch_id,
+        "trace_id": run.trace_id,
         "call_count": run.call_count,
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat(),
@@ -212,7 +223,8 @@ def run_view(run: Run) -> dict[str, Any]:
     }
 
 
-def receipt_view(receipt: Receipt) -> dict[str, Any]:
+def receipt_view(receipt: Receipt, trace_id: str | None = None) -> dict[str, Any]:
+    """`trace_id`: its run's (receipts are traced through their run)."""
     return {
         "receipt_id": receipt.id,
         "run_id": receipt.run_id,
@@ -240,6 +252,7 @@ def receipt_view(receipt: Receipt) -> dict[str, Any]:
         "finished_at": _iso(receipt.finished_at),
         "duration_ms": receipt.duration_ms,
         "created_at": receipt.created_at.isoformat(),
+        "trace_id": trace_id,
     }
 
 

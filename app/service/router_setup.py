@@ -8,12 +8,14 @@ working.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine.engine import Engine
+from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.ports import RouterKit
 from app.router.setup import load_setup, model_client
@@ -43,6 +45,10 @@ def router_limits(settings: Settings) -> RouterLimits:
     )
 
 
+def _as_is(model: ChatModel) -> ChatModel:
+    return model
+
+
 def open_router(
     settings: Settings,
     contract: Contract,
@@ -51,7 +57,10 @@ def open_router(
     writer: GroupCommitWriter,
     instance_id: str,
     http: httpx.AsyncClient,
+    *,
+    wrap_model: Callable[[ChatModel], ChatModel] = _as_is,
 ) -> RouterService:
+    """`wrap_model`: what every model request goes through (a trace's span)."""
     setup = load_setup(settings.profiles, settings.prompts_dir)
     limits = router_limits(settings)
     kit = None
@@ -65,7 +74,7 @@ def open_router(
             backoff_max_s=settings.llm_backoff_max_s,
             retry_after_max_s=settings.llm_retry_after_max_s,
         )
-        kit = RouterKit.build(engine, llm, setup.prompts, limits)
+        kit = RouterKit.build(engine, wrap_model(llm), setup.prompts, limits)
         logger.info(
             "router ready: %d model profile(s) from %s, prompts from %s",
             len(setup.profiles),

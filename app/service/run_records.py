@@ -10,6 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.waiting import wait_first
+from app.observability.trace_context import current_trace_id
 from app.service.commits import committed
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
@@ -105,6 +106,7 @@ def run_start_row(
         "contract_hash": contract_hash,
         "parallel_batch_id": parallel_batch_id,
         "request_digest": request_digest,
+        "trace_id": current_trace_id(),
         "instance_id": instance_id,
         "outcome": None,
         "call_count": 0,

@@ -113,10 +113,22 @@ class RunHandle:
         return True
 
 
+def _as_is(run: SupervisedRun) -> SupervisedRun:
+    return run
+
+
 class RunSupervisor:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], events: RunEventHub) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        events: RunEventHub,
+        *,
+        wrap_run: Callable[[SupervisedRun], SupervisedRun] = _as_is,
+    ) -> None:
+        """`wrap_run`: what every launched run runs inside (a trace's span)."""
         self._sessions = sessions
         self._events = events
+        self._wrap_run = wrap_run
         self._runs: dict[str, RunHandle] = {}
         self._closing = False
 
@@ -127,7 +139,7 @@ class RunSupervisor:
         if self._closing:
             handle.stop_reason = INTERRUPTED
         handle._task = asyncio.create_task(
-            self._supervise(handle, run, on_end), name=f"toolloop-run-{run.run_id}"
+            self._supervise(handle, self._wrap_run(run), on_end), name=f"toolloop-run-{run.run_id}"
         )
         self._runs[run.run_id] = handle
         return handle

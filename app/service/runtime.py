@@ -17,10 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine.engine import Engine
+from app.engine.pipeline import CallPipeline
 from app.engine.plan import PlanLimits
 from app.engine.remote.tools import RemoteTools
 from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
+from app.observability.tracing import Tracing
 from app.service.cache_store import DatabaseCacheStore
 from app.service.idempotency import AnsweringRuns, IdempotencyService
 from app.service.plans import PlanService
@@ -120,8 +122,13 @@ class Runtime:
         forget_this_process()
 
 
-async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
+async def open_runtime(
+    settings: Settings, contract: Contract, tracing: Tracing | None = None
+) -> Runtime:
     """Connect, migrate, snapshot the contract, register this process, recover old runs.
+
+    With `tracing`, runs, calls and model requests are traced; without, nothing
+    of tracing is on their paths.
 
     Raises DatabaseUnavailable when the database cannot be reached.
     """
@@ -172,6 +179,7 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         backpressure=writer,
         worker_threads=settings.worker_threads,
         max_cached_output_bytes=settings.max_stored_output_bytes,
+        pipeline_factory=CallPipeline if tracing is None else tracing.pipeline_factory(),
     )
     limits = PlanLimits(
         max_sequential_calls=settings.max_sequential_calls,
@@ -180,7 +188,11 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
         max_concurrency_cap=settings.max_concurrency_cap,
     )
     llm_http = httpx.AsyncClient()
-    runs = RunSupervisor(sessions, events)
+    runs = (
+        RunSupervisor(sessions, events)
+        if tracing is None
+        else RunSupervisor(sessions, events, wrap_run=tracing.run)
+    )
     answering = AnsweringRuns(instance_id, settings.instance_stale_after_s, runs.is_active)
     runtime = Runtime(
         settings=settings,
@@ -202,7 +214,20 @@ async def open_runtime(settings: Settings, contract: Contract) -> Runtime:
             instance_id,
             settings.max_stored_output_bytes,
         ),
-        router=open_router(settings, contract, engine, sessions, writer, instance_id, llm_http),
+        router=(
+            open_router(settings, contract, engine, sessions, writer, instance_id, llm_http)
+            if tracing is None
+            else open_router(
+                settings,
+                contract,
+                engine,
+                sessions,
+                writer,
+                instance_id,
+                llm_http,
+                wrap_model=tracing.chat_model,
+            )
+        ),
         llm_http=llm_http,
         events=events,
         runs=runs,

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 
 from app.contract import Contract
+from app.observability.tracing import Tracing
 from app.service.runtime import Runtime, open_runtime
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable
@@ -18,7 +19,10 @@ MAX_RETRY_S = 2.0
 
 
 async def open_runtime_waiting(
-    settings: Settings, contract: Contract, on_waiting: Callable[[str], None]
+    settings: Settings,
+    contract: Contract,
+    on_waiting: Callable[[str], None],
+    tracing: Tracing | None = None,
 ) -> Runtime:
     """`open_runtime` (connect, migrate, recover), retried while the database is
     unavailable, for at most `settings.wait_for_database_s`; `on_waiting` gets each
@@ -28,7 +32,7 @@ async def open_runtime_waiting(
     delay = FIRST_RETRY_S
     while True:
         try:
-            return await open_runtime(settings, contract)
+            return await open_runtime(settings, contract, tracing)
         except DatabaseUnavailable as exc:
             remaining = deadline - loop.time()
             if remaining <= 0:

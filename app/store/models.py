@@ -98,6 +98,8 @@ class Run(Base):
     contract_hash: Mapped[str] = mapped_column(DIGEST, ForeignKey("contract_snapshots.hash"))
     parallel_batch_id: Mapped[str | None] = mapped_column(ID)
     request_digest: Mapped[str | None] = mapped_column(DIGEST)
+    # The W3C trace id (32 hex digits) of the request that started the run, when traced.
+    trace_id: Mapped[str | None] = mapped_column(String(32))
     instance_id: Mapped[str] = mapped_column(ID)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
     call_count: Mapped[int] = mapped_column(Integer, default=0)

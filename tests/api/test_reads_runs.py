@@ -167,6 +167,7 @@ async def test_a_run_listing_item_is_a_summary(app: FastAPI, client: httpx.Async
         "caller": "a",
         "contract_hash": app.state.runtime.contract.hash,
         "parallel_batch_id": None,
+        "trace_id": None,
         "call_count": 0,
         "created_at": "2026-03-01T09:00:00+00:00",
         "started_at": "2026-03-01T09:00:00+00:00",

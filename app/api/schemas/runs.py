@@ -89,6 +89,11 @@ class RunSummaryOut(BaseModel):
     caller: str | None = Field(description="The API key name that created the run.")
     contract_hash: str
     parallel_batch_id: str | None
+    trace_id: str | None = Field(
+        default=None,
+        description="The W3C trace id (32 hex digits) of the request that started the run, "
+        "when the service exports traces.",
+    )
     call_count: int
     created_at: datetime
     started_at: datetime
@@ -134,6 +139,9 @@ class StoredReceiptOut(BaseModel):
     finished_at: datetime | None
     duration_ms: float | None
     created_at: datetime = Field(description="When the receipt was stored.")
+    trace_id: str | None = Field(
+        default=None, description="Its run's W3C trace id, when the service exports traces."
+    )
 
 
 class AuditEventOut(BaseModel):

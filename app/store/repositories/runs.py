@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -57,6 +57,17 @@ class RunRepository(Repository):
 
     async def get(self, run_id: str) -> Run | None:
         return await self.session.get(Run, run_id)
+
+    async def trace_ids(self, run_ids: Collection[str]) -> dict[str, str]:
+        """The trace ids of those of the runs that have one."""
+        if not run_ids:
+            return {}
+        rows = await self.session.execute(
+            select(Run.id, Run.trace_id).where(
+                Run.id.in_(sorted(run_ids)), Run.trace_id.is_not(None)
+            )
+        )
+        return {run_id: trace_id for run_id, trace_id in rows if trace_id is not None}
 
     async def set_status(self, run_id: str, status: str) -> bool:
         result = await self.session.execute(
