@@ -14,7 +14,7 @@ from collections.abc import Callable
 from functools import partial
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
@@ -32,6 +32,16 @@ INSTRUMENTATION_NAME = "toolloop"
 DEFAULT_SERVICE_NAME = "toolloop"
 
 
+def service_resource() -> Resource:
+    """The resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; named
+    `toolloop` when neither names the service."""
+    resource = Resource.create()
+    name = resource.attributes.get(SERVICE_NAME)
+    if not isinstance(name, str) or name.startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return resource
+
+
 class OtelTracing:
     def __init__(self, provider: TracerProvider, *, payloads: bool = False) -> None:
         self._provider = provider
@@ -41,9 +51,7 @@ class OtelTracing:
     @classmethod
     def exporting(cls, *, payloads: bool) -> OtelTracing:
         """Spans batched to the OTLP/HTTP exporter the `OTEL_*` variables describe."""
-        # `Resource.create` reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
-        # which win over this default name.
-        provider = TracerProvider(resource=Resource.create({"service.name": DEFAULT_SERVICE_NAME}))
+        provider = TracerProvider(resource=service_resource())
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         return cls(provider, payloads=payloads)
 
