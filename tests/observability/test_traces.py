@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -71,8 +73,9 @@ async def test_a_plan_request_has_its_run_and_one_span_per_call(
 
 
 async def test_an_incoming_traceparent_is_continued_and_the_run_carries_its_trace_id(
-    settings: Settings, exporter: InMemorySpanExporter
+    registry_path: Path, database_url: str, exporter: InMemorySpanExporter
 ) -> None:
+    settings = Settings(registries=[registry_path], database_url=database_url)
     async with traced_client(settings, exporter) as client:
         response = await client.post(
             "/plans/sequential",
