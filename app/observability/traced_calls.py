@@ -16,12 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.context import attach, detach
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 from opentelemetry.util.types import AttributeValue
 
 from app.contract.compiled import Contract, Tool
 from app.engine.pipeline import CallPipeline
 from app.engine.receipt import Receipt
+from app.engine.receipt import Status as ReceiptStatus
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.run import RunState
 
@@ -32,7 +34,14 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
+RUN_ID = "toolloop.run_id"
+CALL_KEY = "toolloop.call_key"
+ITEM_KEY = "toolloop.item_key"
+RECEIPT_STATUS = "toolloop.receipt.status"
+ATTEMPTS = "toolloop.attempts"
+CACHE_HIT = "toolloop.cache_hit"
 CANCELLED = "cancelled"
+_SUCCEEDED = ReceiptStatus.SUCCEEDED
 
 
 class TracedCallPipeline(CallPipeline):
@@ -64,53 +73,60 @@ class TracedCallPipeline(CallPipeline):
         attributes: dict[str, AttributeValue] = {
             OPERATION: EXECUTE_TOOL,
             TOOL_NAME: tool.id,
-            "gen_ai.tool.type": "function",
-            "toolloop.run_id": state.identity.run_id,
-            "toolloop.call_key": call_key,
+            RUN_ID: state.identity.run_id,
+            CALL_KEY: call_key,
         }
         if item_key is not None:
-            attributes["toolloop.item_key"] = item_key
+            attributes[ITEM_KEY] = item_key
         if self._payloads:
             attributes[TOOL_ARGUMENTS] = _json(self._redactors[tool.id].redact(dict(args)))
-        with self._tracer.start_as_current_span(
-            self._span_names[tool.id],
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                receipt = await super().execute(
-                    state,
-                    tool,
-                    args,
-                    seq,
-                    call_key,
-                    item_key,
-                    out,
-                    parent_receipt_id,
-                    checked_fingerprint=checked_fingerprint,
-                )
-            except asyncio.CancelledError:
-                span.set_attribute(ERROR_TYPE, CANCELLED)
-                span.set_status(Status(StatusCode.ERROR))
-                raise
+        # Not `start_as_current_span`: its context-manager layers cost as much as the span.
+        span = self._tracer.start_span(
+            self._span_names[tool.id], kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        token = attach(set_span_in_context(span))
+        try:
+            receipt = await super().execute(
+                state,
+                tool,
+                args,
+                seq,
+                call_key,
+                item_key,
+                out,
+                parent_receipt_id,
+                checked_fingerprint=checked_fingerprint,
+            )
+        except asyncio.CancelledError:
+            span.set_attributes({ERROR_TYPE: CANCELLED})
+            span.set_status(Status(StatusCode.ERROR))
+            raise
+        else:
             self._describe(span, receipt)
-            return receipt
+        finally:
+            detach(token)
+            span.end()
+        return receipt
 
     def _describe(self, span: Span, receipt: Receipt) -> None:
-        span.set_attribute(TOOL_CALL_ID, receipt.receipt_id)
-        span.set_attribute("toolloop.receipt.status", receipt.status.value)
-        span.set_attribute("toolloop.attempts", receipt.attempts)
-        if receipt.cache_hit:
-            span.set_attribute("toolloop.cache_hit", True)
+        """The receipt's id, and what went wrong when something did, set at once
+        (each `set_attribute` takes the span's lock)."""
+        found: dict[str, AttributeValue] = {TOOL_CALL_ID: receipt.receipt_id}
         error = receipt.error
+        if receipt.status is not _SUCCEEDED:
+            found[RECEIPT_STATUS] = receipt.status.value
+        if receipt.attempts > 1:
+            found[ATTEMPTS] = receipt.attempts
+        if receipt.cache_hit:
+            found[CACHE_HIT] = True
         if error is not None:
-            span.set_attribute(ERROR_TYPE, error.kind.value)
-            span.set_status(Status(StatusCode.ERROR, error.kind.value))
+            found[ERROR_TYPE] = error.kind.value
         elif self._payloads:
             output, _, _ = receipt.redacted_parts()
-            span.set_attribute(TOOL_RESULT, _json(output))
+            found[TOOL_RESULT] = _json(output)
+        span.set_attributes(found)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error.kind.value))
 
 
 def _json(value: Any) -> str:
