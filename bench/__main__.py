@@ -23,7 +23,7 @@ RESULTS = Path(__file__).with_name("results")
 
 
 def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
-    from bench import cache, http, overhead, parallel, receipts, router, scale
+    from bench import cache, http, overhead, parallel, receipts, router, scale, tracing
 
     return {
         "overhead": overhead.measure,
@@ -33,6 +33,7 @@ def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
         "router": router.measure,
         "scale": scale.measure,
         "http": http.measure,
+        "tracing": tracing.measure,
     }
 
 

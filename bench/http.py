@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -59,13 +59,15 @@ def _free_port() -> int:
         return port
 
 
-def _spawn(command: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: Sequence[str], log: Path, environment: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     with log.open("w") as sink:
         return subprocess.Popen(
             command,
             stdout=sink,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": "."},
+            env={**os.environ, "PYTHONPATH": ".", **(environment or {})},
             preexec_fn=ended_with_this_process(),
         )
 
@@ -75,23 +77,23 @@ def _tail(log: Path) -> str:
 
 
 @asynccontextmanager
-async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator[tuple[str, int]]:
-    """The server's base URL and process id, once it answers `/healthz`."""
-    process = _spawn(command, log)
+async def _server(
+    command: Sequence[str],
+    port: int,
+    log: Path,
+    *,
+    environment: Mapping[str, str] | None = None,
+    probe: bool = True,
+) -> AsyncIterator[tuple[str, int]]:
+    """The server's base URL and process id, once it answers `/healthz` (with
+    `probe` false, once its port accepts connections)."""
+    process = _spawn(command, log, environment)
     base = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient() as client:
-            for _ in range(300):
-                if process.poll() is not None:
-                    raise RuntimeError(f"server exited: {_tail(log)}")
-                try:
-                    if (await client.get(f"{base}/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                raise RuntimeError("server did not start within 30 s")
+        if probe:
+            await _answering(process, base, log)
+        else:
+            await _accepting(process, port, log)
         yield base, process.pid
     finally:
         process.terminate()
@@ -100,6 +102,35 @@ async def _server(command: Sequence[str], port: int, log: Path) -> AsyncIterator
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def _answering(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(300):
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited: {_tail(log)}")
+            try:
+                if (await client.get(f"{base}/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("server did not start within 30 s")
+
+
+async def _accepting(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    for _ in range(300):
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {_tail(log)}")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    raise RuntimeError("server did not start within 30 s")
 
 
 _LATENCY = re.compile(r"^\s+(50|75|90|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
