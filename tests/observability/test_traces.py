@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
 from app.settings import Settings
@@ -177,6 +178,21 @@ async def test_parallel_lanes_have_one_run_span_over_every_call(
         "y",
         "z",
     ]
+
+
+async def test_an_unsampled_request_exports_nothing_and_its_run_keeps_the_trace_id(
+    settings: Settings, exporter: InMemorySpanExporter
+) -> None:
+    async with traced_client(settings, exporter, sampler=ALWAYS_OFF) as client:
+        response = await client.post(
+            "/plans/sequential",
+            json=plan(("a", "echo", {"text": "one"})),
+            headers={"traceparent": TRACEPARENT.removesuffix("01") + "00"},
+        )
+        assert response.json()["status"] == "succeeded"
+        run = (await client.get(f"/runs/{response.json()['plan_id']}")).json()
+    assert exporter.get_finished_spans() == ()
+    assert run["trace_id"] == INCOMING_TRACE
 
 
 async def test_without_tracing_runs_carry_no_trace_id(client: httpx.AsyncClient) -> None:

@@ -9,23 +9,31 @@ import httpx
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 
 from app.api.app import create_app
 from app.observability.otel_tracing import OtelTracing
 from app.settings import Settings
 
 
-def in_memory_tracing(exporter: InMemorySpanExporter, *, payloads: bool = False) -> OtelTracing:
-    provider = TracerProvider()
+def in_memory_tracing(
+    exporter: InMemorySpanExporter, *, payloads: bool = False, sampler: Sampler | None = None
+) -> OtelTracing:
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return OtelTracing(provider, payloads=payloads)
 
 
 @asynccontextmanager
 async def traced_client(
-    settings: Settings, exporter: InMemorySpanExporter, *, payloads: bool = False
+    settings: Settings,
+    exporter: InMemorySpanExporter,
+    *,
+    payloads: bool = False,
+    sampler: Sampler | None = None,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, tracing=in_memory_tracing(exporter, payloads=payloads))
+    tracing = in_memory_tracing(exporter, payloads=payloads, sampler=sampler)
+    app = create_app(settings, tracing=tracing)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://toolloop") as client:
