@@ -37,6 +37,8 @@ Prepare = Callable[[], RouterRun | str]
 
 
 class RouterTask:
+    kind = "router"
+
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],

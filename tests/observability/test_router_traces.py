@@ -35,7 +35,7 @@ async def test_a_router_run_has_chat_spans_with_usage_and_tool_spans(
     assert response.status_code == 200, response.text
     spans = exporter.get_finished_spans()
 
-    run = one(spans, "run")
+    run = one(spans, "run router")
     assert run.attributes is not None
     assert run.attributes["toolloop.run_id"] == response.json()["run_id"]
     assert parent_id(run) == span_id(one(spans, "POST /router/runs"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
 from app.settings import Settings
+from tests.observability import obs_tools
 from tests.observability.registry import OWNER
 from tests.observability.tracing_support import (
     named,
@@ -203,3 +205,29 @@ async def test_without_tracing_runs_carry_no_trace_id(client: httpx.AsyncClient)
     )
     run = (await client.get(f"/runs/{response.json()['plan_id']}")).json()
     assert run["trace_id"] is None
+
+
+async def test_a_cancelled_run_ends_its_spans_as_cancelled(
+    settings: Settings, exporter: InMemorySpanExporter
+) -> None:
+    obs_tools.entered, obs_tools.release = asyncio.Event(), asyncio.Event()
+    async with traced_client(settings, exporter) as client:
+        started = await client.post(
+            "/plans/sequential",
+            json=plan(("a", "hold", {"text": "x"}), ("b", "echo", {"text": "never"})),
+            headers={"Prefer": "respond-async"},
+        )
+        run_id = started.json()["run_id"]
+        await obs_tools.entered.wait()
+        cancelled = await client.post(f"/runs/{run_id}/cancel")
+        assert cancelled.json()["status"] == "cancelled"
+    spans = exporter.get_finished_spans()
+
+    held = one(spans, "execute_tool hold")
+    assert held.attributes is not None
+    assert held.attributes["error.type"] == "cancelled"
+    assert held.status.status_code is StatusCode.ERROR
+    run = one(spans, "run sequential")
+    assert run.attributes is not None
+    assert run.attributes["toolloop.run.status"] == "cancelled"
+    assert parent_id(run) == span_id(one(spans, "POST /plans/sequential"))
