@@ -183,6 +183,7 @@ def _serve(settings: Settings) -> int:
 
     from app.api.app import create_app
     from app.observability.logging import configure_logging
+    from app.observability.tracing import TracingUnavailable
 
     try:
         check_open_bind(settings.host, settings.api_keys is not None)
@@ -199,7 +200,10 @@ def _serve(settings: Settings) -> int:
             asyncio.run(_prepare_database(settings.database_url))
         except DatabaseUnavailable as exc:
             return _fail(str(exc))
-    app = create_app(settings, contract, tune_collector=True)
+    try:
+        app = create_app(settings, contract, tune_collector=True)
+    except TracingUnavailable as exc:
+        return _fail(f"refusing to start: {exc}")
     server = uvicorn.Server(server_config(app, settings))
     app.state.stop_serving = lambda: setattr(server, "should_exit", True)
     with suppress(KeyboardInterrupt):

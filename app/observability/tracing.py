@@ -55,6 +55,10 @@ class Tracing(Protocol):
         """Export what is pending and stop (blocking: call it from a thread)."""
 
 
+class TracingUnavailable(Exception):
+    """Tracing is configured, but the `otel` extra is not installed."""
+
+
 def tracing_configured(environ: Mapping[str, str]) -> bool:
     if environ.get(SDK_DISABLED, "").strip().lower() == "true":
         return False
@@ -64,9 +68,18 @@ def tracing_configured(environ: Mapping[str, str]) -> bool:
 def tracing_from_environment(environ: Mapping[str, str], *, payloads: bool) -> Tracing | None:
     """The OTLP exporter's tracing when an endpoint is configured, else None (and
     nothing of OpenTelemetry imported). `payloads`: put redacted arguments and
-    outputs on call spans (`TOOLLOOP_TRACE_PAYLOADS`)."""
+    outputs on call spans (`TOOLLOOP_TRACE_PAYLOADS`). Raises TracingUnavailable
+    when an endpoint is configured but the SDK is not installed: an operator who
+    asked for traces is told, not left without them."""
     if not tracing_configured(environ):
         return None
-    from app.observability.otel_tracing import OtelTracing
-
+    try:
+        from app.observability.otel_tracing import OtelTracing
+    except ImportError as exc:
+        if not (exc.name or "").startswith("opentelemetry"):
+            raise
+        raise TracingUnavailable(
+            f"{' or '.join(ENDPOINT_VARIABLES)} is set, but OpenTelemetry is not installed "
+            "(pip install 'toolloop[otel]')"
+        ) from exc
     return OtelTracing.exporting(payloads=payloads)

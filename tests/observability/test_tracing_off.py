@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.observability.tracing import tracing_configured, tracing_from_environment
+from app.observability.tracing import (
+    TracingUnavailable,
+    tracing_configured,
+    tracing_from_environment,
+)
 from tests.observability.registry import write_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +85,17 @@ def test_tracing_is_configured_by_the_standard_variables(
 ) -> None:
     assert tracing_configured(environment) is configured
     assert (tracing_from_environment(environment, payloads=False) is not None) is configured
+
+
+def test_an_endpoint_without_the_sdk_installed_is_refused_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [name for name in sys.modules if name.startswith("app.observability.otel")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)
+
+    with pytest.raises(TracingUnavailable, match=r"pip install 'toolloop\[otel\]'"):
+        tracing_from_environment(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, payloads=False
+        )
