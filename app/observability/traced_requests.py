@@ -11,6 +11,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_trace_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.observability.middleware import UNMATCHED, route_template
@@ -62,14 +63,16 @@ class TracingMiddleware:
             span.set_status(Status(StatusCode.ERROR))
             raise
         finally:
+            # Set at once: each `set_attribute` takes the span's lock.
+            answered: dict[str, AttributeValue] = {"http.response.status_code": status}
             route = route_template(scope)
             if route != UNMATCHED:
                 span.update_name(f"{method} {route}")
-                span.set_attribute("http.route", route)
-            span.set_attribute("http.response.status_code", status)
+                answered["http.route"] = route
             if status >= 500:
-                span.set_attribute("error.type", str(status))
+                answered["error.type"] = str(status)
                 span.set_status(Status(StatusCode.ERROR))
+            span.set_attributes(answered)
             CURRENT_TRACE_ID.reset(trace_token)
             otel_context.detach(context_token)
             span.end()
