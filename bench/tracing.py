@@ -19,12 +19,7 @@ import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
 from app.engine.engine import Engine
-from app.observability.otel_tracing import OtelTracing
 from bench import harness
 from bench.http import _body, _free_port, _script, _serve_args, _server, _wrk
 from bench.stats import Sample, Section, cpu_clock, ratios, rounds
@@ -59,6 +54,14 @@ async def measure() -> Section:
 
 
 async def _per_call(section: Section, endpoint: str) -> None:
+    # Imported here: `python -m bench` imports every section, and the others
+    # measure a process with nothing of OpenTelemetry's SDK loaded, as the service's.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from app.observability.otel_tracing import OtelTracing
+
     built = harness.contract()
     plain = harness.engine(built)
     provider = TracerProvider()
