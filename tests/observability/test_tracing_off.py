@@ -34,7 +34,7 @@ async def main(registry, database_url):
     app = create_app(Settings(registries=[registry], database_url=database_url))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             response = await client.post("/plans/sequential", json={
                 "owner": "obs-worker",
                 "calls": [{"call_key": "a", "tool": "echo", "args": {"text": "x"}}],
