@@ -19,6 +19,7 @@ from uuid import uuid4
 from app.contract.compiled import Contract
 from app.engine.audit import Auditor
 from app.engine.cache import ResultCache
+from app.engine.confirmation import CallPlace, ConfirmationDecision, ConfirmationRequired
 from app.engine.errors import CallRejected
 from app.engine.evidence import EvidenceHooks
 from app.engine.failures import CANCELLED_SKIP
@@ -27,7 +28,7 @@ from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink
-from app.engine.receipt import Receipt
+from app.engine.receipt import ErrorKind, Receipt
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.sequential import SequentialOutcome, run_chain
@@ -93,6 +94,7 @@ class Engine:
         resume: ResumePoint | None = None,
         when_settled: WhenSettled[SequentialOutcome] | None = None,
         started: asyncio.Future[None] | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> SequentialOutcome:
         """Run a preflighted plan; returns once every receipt is durable.
 
@@ -105,6 +107,9 @@ class Engine:
         `started`: the run's start, queued on the receipt sink before this call and
         not yet durable; calls of tools with effects wait for it (`RunState`), and
         the run fails with ReceiptWriteFailed if it fails.
+        `decisions`: what deciders answered for calls that require a confirmation
+        (`app.engine.confirmation`); a call without one waits, and the outcome's
+        `waiting` holds it.
         """
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.calls):
@@ -116,6 +121,8 @@ class Engine:
             first_seq=len(plan.calls) if resume is None else resume.next_seq,
             started=started,
         )
+        if decisions:
+            state.decisions.update(decisions)
         done = () if resume is None else resume.done[0]
         self._pipeline.recall(state, done)
         receipts: list[Receipt] = []
@@ -124,7 +131,11 @@ class Engine:
             run_chain(self._pipeline, state, plan.calls, admitted_args, 0, None, receipts, done),
         )
         outcome = SequentialOutcome(
-            run.run_id, run.contract_hash, tuple(receipts), tuple(state.dispatched)
+            run.run_id,
+            run.contract_hash,
+            tuple(receipts),
+            tuple(state.dispatched),
+            tuple(state.waiting),
         )
         await _durable(state, outcome, when_settled)
         return outcome
@@ -139,9 +150,11 @@ class Engine:
         resume: ResumePoint | None = None,
         when_settled: WhenSettled[ParallelOutcome] | None = None,
         started: asyncio.Future[None] | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> ParallelOutcome:
-        """Run a preflighted parallel plan; cancellation, `resume`, `when_settled` and
-        `started` behave as in `run_sequential` (`resume.done` holds one entry per lane)."""
+        """Run a preflighted parallel plan; cancellation, `resume`, `when_settled`,
+        `started` and `decisions` behave as in `run_sequential` (`resume.done` holds one
+        entry per lane). A lane waiting for a confirmation does not hold up the others."""
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.lanes) or any(
             len(args) != len(lane.calls)
@@ -159,6 +172,8 @@ class Engine:
             parallel_batch_id=batch_id,
             started=started,
         )
+        if decisions:
+            state.decisions.update(decisions)
         done = None if resume is None else resume.done
         for lane_done in done or ():
             self._pipeline.recall(state, lane_done)
@@ -166,12 +181,13 @@ class Engine:
         failed: list[Exception] = []
 
         def settle(results: list[list[Receipt]]) -> None:
+            waiting = {call.item_key: call for call in state.waiting}
             outcome = ParallelOutcome(
                 run.run_id,
                 run.contract_hash,
                 batch_id,
                 tuple(
-                    LaneOutcome(lane.item_key, tuple(receipts))
+                    LaneOutcome(lane.item_key, tuple(receipts), waiting.get(lane.item_key))
                     for lane, receipts in zip(plan.lanes, results, strict=True)
                 ),
                 tuple(state.dispatched),
@@ -227,6 +243,7 @@ class Engine:
         call_key: str,
         item_key: str | None = None,
         checked_fingerprint: str | None = None,
+        confirmed: ConfirmationDecision | None = None,
     ) -> Receipt:
         """Run one call in an open run; returns once its receipt (and children's) is durable.
 
@@ -235,26 +252,34 @@ class Engine:
         `checked_fingerprint`: the caller (the router's proposal check) already
         validated `args` with the tool's input schema and fingerprinted them; the
         engine does not do either again.
+        `confirmed`: the decision on this call, for a tool that requires a confirmation;
+        without one (or one for other arguments) such a call raises CallRejected and
+        nothing runs.
         """
         reasons = self._pipeline.target_problems(state.identity.owner, tool_id)
         if reasons:
             raise CallRejected(tool_id, reasons)
         out: list[Receipt] = []
         tool = self._contract.tools[tool_id]
+        if confirmed is not None:
+            state.decisions[(item_key, call_key)] = confirmed
         seq = state.allocate_seq()
-        await _settled(
-            state,
-            self._pipeline.execute(
+        try:
+            await _settled(
                 state,
-                tool,
-                args,
-                seq,
-                call_key,
-                item_key,
-                out,
-                checked_fingerprint=checked_fingerprint,
-            ),
-        )
+                self._pipeline.execute(
+                    state,
+                    tool,
+                    args,
+                    seq,
+                    call_key,
+                    item_key,
+                    out,
+                    checked_fingerprint=checked_fingerprint,
+                ),
+            )
+        except ConfirmationRequired as exc:
+            raise CallRejected(tool_id, [str(exc) + " that was not given"]) from exc
         return out[0]
 
     async def record_denied(
@@ -265,9 +290,10 @@ class Engine:
         *,
         call_key: str,
         reason: str,
+        kind: ErrorKind = ErrorKind.GUARDRAIL,
     ) -> Receipt:
-        """Record a call a guardrail refused: a durable `denied` receipt (error kind
-        guardrail) and its audit event. The callable never runs.
+        """Record a call a guardrail (or a decider: kind confirmation) refused: a durable
+        `denied` receipt and its audit event. The callable never runs.
 
         Raises CallRejected when the run's owner may not call `tool_id`.
         """
@@ -276,7 +302,7 @@ class Engine:
             raise CallRejected(tool_id, reasons)
         out: list[Receipt] = []
         tool = self._contract.tools[tool_id]
-        self._pipeline.deny(state, tool, args, state.allocate_seq(), call_key, reason, out)
+        self._pipeline.deny(state, tool, args, state.allocate_seq(), call_key, reason, out, kind)
         await state.flush()
         return out[0]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from app.engine.confirmation import WaitingCall
 from app.engine.failures import NOT_RUN_CANCELLED
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan
@@ -25,10 +26,12 @@ from app.engine.sequential import PlanStatus, chain_status, run_chain
 class LaneOutcome:
     item_key: str
     receipts: tuple[Receipt, ...]
+    # The call the lane waits on for a confirmation (its receipts stop before it).
+    waiting: WaitingCall | None = None
 
     @property
     def status(self) -> PlanStatus:
-        return chain_status(self.receipts)
+        return "pending" if self.waiting is not None else chain_status(self.receipts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +44,17 @@ class ParallelOutcome:
     dispatched: tuple[Receipt, ...]
 
     @property
+    def waiting(self) -> tuple[WaitingCall, ...]:
+        return tuple(lane.waiting for lane in self.lanes if lane.waiting is not None)
+
+    @property
     def status(self) -> PlanStatus:
+        if any(lane.waiting is not None for lane in self.lanes):
+            return "pending"
         return "succeeded" if all(lane.status == "succeeded" for lane in self.lanes) else "failed"
 
     def to_response(self) -> dict[str, Any]:
-        return {
+        response = {
             "plan_id": self.run_id,
             "kind": "parallel",
             "status": self.status,
@@ -61,6 +70,10 @@ class ParallelOutcome:
             ],
             "dispatched": [receipt.to_response() for receipt in self.dispatched],
         }
+        waiting = self.waiting
+        if waiting:
+            response["pending"] = [call.public() for call in waiting]
+        return response
 
 
 async def run_lanes(

@@ -26,6 +26,7 @@ from app.engine.admission import ToolGate, build_gates
 from app.engine.audit import Auditor, error_detail
 from app.engine.cache import ResultCache
 from app.engine.call import Call, new_call
+from app.engine.confirmation import ConfirmationRequired, gate
 from app.engine.context import CURRENT_CALL
 from app.engine.control import evaluate_control
 from app.engine.errors import DispatchRejected
@@ -92,6 +93,7 @@ class _ToolSpec:
         "before_start",
         "cached",
         "capped",
+        "confirm",
         "function",
         "gate",
         "gated",
@@ -130,6 +132,8 @@ class _ToolSpec:
         self.redactor = Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
         self.args_valid = tool.input_schema.is_valid
         self.output_valid = tool.output_schema.is_valid
+        # Runs only once a decider approved the exact call (`app.engine.confirmation`).
+        self.confirm = tool.requires_confirmation
         self.function = tool.target.function
         self.is_async = tool.target.is_async
         # Waits for its run's start to be durable before it starts (`RunState`).
@@ -227,6 +231,8 @@ class CallPipeline:
             error = self._unmet_requirements(call, spec.capped)
             if error is not None:
                 return self._settle(call, out, _SKIPPED, None, error)
+        if spec.confirm and self._refused(call, out):
+            return out[-1]
         deadline = state.deadline
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, _SKIPPED, None, DEADLINE_SKIP)
@@ -386,11 +392,13 @@ class CallPipeline:
         call_key: str,
         reason: str,
         out: list[Receipt],
+        kind: ErrorKind = ErrorKind.GUARDRAIL,
     ) -> Receipt:
-        """Settle a call a guardrail refused: a `denied` receipt, audited; nothing runs."""
+        """Settle a call a guardrail (or a decider) refused: a `denied` receipt, audited;
+        nothing runs."""
         call = new_call(state, tool, args, seq, call_key, None, None, self._clock())
         call.fingerprint = fingerprint_or_blank(tool.id, args)
-        return self._settle(call, out, Status.DENIED, None, CallError(ErrorKind.GUARDRAIL, reason))
+        return self._settle(call, out, Status.DENIED, None, CallError(kind, reason))
 
     async def dispatch(
         self, parent: Call, tool_id: str, args: Mapping[str, Any], call_key: str
@@ -417,16 +425,33 @@ class CallPipeline:
                 {"parent_receipt_id": parent.receipt_id, "reasons": list(reasons)},
             )
             raise DispatchRejected(tool_id, reasons)
-        return await self.execute(
-            state,
-            tool,
-            dict(args),
-            state.allocate_seq(),
-            call_key,
-            parent.item_key,
-            state.dispatched,
-            parent.receipt_id,
-        )
+        try:
+            return await self.execute(
+                state,
+                tool,
+                dict(args),
+                state.allocate_seq(),
+                call_key,
+                parent.item_key,
+                state.dispatched,
+                parent.receipt_id,
+            )
+        except ConfirmationRequired as exc:
+            # The parent is running: its dispatch cannot wait for a person.
+            reason = (
+                f"tool {tool_id!r} requires a confirmation, which a call dispatched "
+                "by a running tool cannot wait for"
+            )
+            self._auditor.call_event(
+                AuditKind.DISPATCH_REJECTED,
+                self._clock(),
+                state,
+                tool_id,
+                parent.call_key,
+                parent.item_key,
+                {"parent_receipt_id": parent.receipt_id, "reasons": [reason]},
+            )
+            raise DispatchRejected(tool_id, [reason]) from exc
 
     def target_problems(self, owner_name: str, tool_id: str) -> list[str]:
         """Why the run's owner may not call `tool_id` (empty when it may)."""
@@ -464,6 +489,24 @@ class CallPipeline:
         if capped:
             state.requirements.record_call(call.tool.id)
         return None
+
+    def _refused(self, call: Call, out: list[Receipt]) -> bool:
+        """The confirmation gate: raises ConfirmationRequired without a decision for the
+        call; True once a rejection settled it `denied`; False when approved."""
+        decision = gate(
+            call.state.decisions,
+            seq=call.seq,
+            call_key=call.call_key,
+            item_key=call.item_key,
+            tool=call.tool.id,
+            args=call.args,
+        )
+        if decision.approve:
+            return False
+        reason = decision.reason or "no reason given"
+        refused = CallError(ErrorKind.CONFIRMATION, f"confirmation rejected: {reason}")
+        self._settle(call, out, Status.DENIED, None, refused)
+        return True
 
     def _reject_args(self, call: Call, out: list[Receipt]) -> Receipt:
         schema = call.tool.input_schema

@@ -17,7 +17,7 @@ class Status(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     SKIPPED = "skipped"
-    DENIED = "denied"  # a router guardrail refused the call; it never ran
+    DENIED = "denied"  # a guardrail or a decider refused the call; it never ran
 
 
 class ErrorKind(StrEnum):
@@ -30,6 +30,7 @@ class ErrorKind(StrEnum):
     INTERRUPTED = "interrupted"
     GUARDRAIL = "guardrail"
     REQUIRES = "requires"  # the tool's `requires` did not hold when the call was to start
+    CONFIRMATION = "confirmation"
 
 
 # Read once: `Status.SUCCEEDED` goes through the enum metaclass's attribute hooks.

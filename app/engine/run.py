@@ -9,6 +9,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from app.engine.confirmation import CallPlace, ConfirmationDecision, WaitingCall
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
 from app.engine.requirements import RunRequirements
@@ -58,6 +59,7 @@ class RunState:
     __slots__ = (
         "deadline",
         "deadlines",
+        "decisions",
         "dispatched",
         "dispatcher",
         "identity",
@@ -68,6 +70,7 @@ class RunState:
         "pending",
         "requirements",
         "unconfirmed_start",
+        "waiting",
     )
 
     def __init__(
@@ -98,6 +101,10 @@ class RunState:
         self.unconfirmed_start = started
         self.dispatched: list[Receipt] = []
         self.requirements = RunRequirements()
+        # Decisions on calls that require a confirmation, and the calls stopped at
+        # the gate for want of one (`app.engine.confirmation`).
+        self.decisions: dict[CallPlace, ConfirmationDecision] = {}
+        self.waiting: list[WaitingCall] = []
 
     def allocate_seq(self) -> int:
         seq = self.next_seq

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Literal
 
+from app.engine.confirmation import ConfirmationRequired, WaitingCall
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import PlannedCall
 from app.engine.receipt import CallError, Receipt, Status
 from app.engine.run import RunState
 
-PlanStatus = Literal["succeeded", "failed"]
+PlanStatus = Literal["succeeded", "failed", "pending"]
 
 # Read once: an enum member read through its class costs a lookup in the metaclass.
 _SUCCEEDED = Status.SUCCEEDED
@@ -37,13 +38,15 @@ class SequentialOutcome:
     receipts: tuple[Receipt, ...]
     # Receipts of calls that running tools dispatched, in completion order.
     dispatched: tuple[Receipt, ...]
+    # The call the plan waits on for a confirmation (its receipts stop before it).
+    waiting: tuple[WaitingCall, ...] = ()
 
     @property
     def status(self) -> PlanStatus:
-        return chain_status(self.receipts)
+        return "pending" if self.waiting else chain_status(self.receipts)
 
     def to_response(self) -> dict[str, Any]:
-        return {
+        response = {
             "plan_id": self.run_id,
             "kind": "sequential",
             "status": self.status,
@@ -51,6 +54,9 @@ class SequentialOutcome:
             "receipts": [receipt.to_response() for receipt in self.receipts],
             "dispatched": [receipt.to_response() for receipt in self.dispatched],
         }
+        if self.waiting:
+            response["pending"] = [call.public() for call in self.waiting]
+        return response
 
 
 async def run_chain(
@@ -66,7 +72,9 @@ async def run_chain(
     """Run `calls` in order, appending one receipt per call to `out` (empty at first).
 
     `done` are the receipts of the leading calls a resumed run already completed:
-    they go to `out` as they are and the chain starts after them.
+    they go to `out` as they are and the chain starts after them. A call that waits
+    for a confirmation stops the chain without a receipt: it goes to `state.waiting`
+    and the calls after it wait with it.
     """
     tools = pipeline.contract.tools
     out.extend(done)
@@ -82,6 +90,9 @@ async def run_chain(
                 item_key,
                 out,
             )
+        except ConfirmationRequired as exc:
+            state.waiting.append(exc.waiting)
+            return
         except BaseException:
             _skip_rest(pipeline, state, calls, args, first_seq, item_key, out, NOT_RUN_CANCELLED)
             raise

@@ -13,8 +13,9 @@ from contextlib import suppress
 from typing import Any, NamedTuple
 
 from app.contract.compiled import Tool
+from app.engine.confirmation import ConfirmationDecision
 from app.engine.errors import CallRejected
-from app.engine.receipt import Receipt
+from app.engine.receipt import ErrorKind, Receipt
 from app.router.observations import observation
 from app.router.session import RunSession
 
@@ -29,6 +30,8 @@ class Admitted(NamedTuple):
     # The arguments' fingerprint when the router validated them with this tool's
     # compiled input schema (the engine then does neither again); None: not checked.
     checked_fingerprint: str | None = None
+    # The approval of this exact call, for a tool that requires a confirmation.
+    confirmed: ConfirmationDecision | None = None
 
 
 async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str, str]:
@@ -50,6 +53,7 @@ async def execute(session: RunSession, admitted: Sequence[Admitted]) -> dict[str
                 item.args,
                 call_key=item.call_key,
                 checked_fingerprint=item.checked_fingerprint,
+                confirmed=item.confirmed,
             )
 
     tasks = [asyncio.create_task(one(item)) for item in admitted]
@@ -93,6 +97,7 @@ async def _execute_one(session: RunSession, item: Admitted) -> dict[str, str]:
             item.args,
             call_key=item.call_key,
             checked_fingerprint=item.checked_fingerprint,
+            confirmed=item.confirmed,
         )
     except CallRejected as error:
         result = "rejected: engine: " + "; ".join(error.reasons)
@@ -119,10 +124,11 @@ async def deny(
     *,
     call_id: str | None,
     guardrail: str | None = None,
+    kind: ErrorKind = ErrorKind.GUARDRAIL,
 ) -> str:
     """Record a refused call (`denied` receipt); what the model sees is `denied: <reason>`."""
     receipt = await session.kit.engine.record_denied(
-        session.engine_state, tool.id, args, call_key=call_key, reason=reason
+        session.engine_state, tool.id, args, call_key=call_key, reason=reason, kind=kind
     )
     text = f"denied: {reason}"
     seen = {"call_key": call_key, "tool": tool.id, "status": "denied", "summary": text}

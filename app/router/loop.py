@@ -26,6 +26,8 @@ from uuid import uuid4
 
 from app.contract.canonical import fingerprint
 from app.contract.compiled import Tool
+from app.engine.confirmation import ConfirmationDecision
+from app.engine.receipt import ErrorKind
 from app.engine.redaction import DEFAULT_REDACTOR
 from app.engine.run import RunIdentity
 from app.llm.messages import Message, ModelReply, ToolCall, WireCache
@@ -156,7 +158,13 @@ class RouterRun:
             elif not decision.approve:
                 reason = f"confirmation rejected: {short(decision.reason) or 'no reason given'}"
                 results[call_id] = await deny(
-                    session, tool, decision.args, call_key, reason, call_id=call_id
+                    session,
+                    tool,
+                    decision.args,
+                    call_key,
+                    reason,
+                    call_id=call_id,
+                    kind=ErrorKind.CONFIRMATION,
                 )
             else:
                 blocked = gate_problem(tool, self.state, session.registered, batch.per_tool)
@@ -165,7 +173,10 @@ class RouterRun:
                     results[call_id] = Rejection(Rejected.BLOCKED, why).observation()
                     continue
                 batch.per_tool[tool.id] = batch.per_tool.get(tool.id, 0) + 1
-                admitted.append(Admitted(call_id, call_key, tool, decision.args))
+                confirmed = ConfirmationDecision(entry["args_digest"], approve=True)
+                admitted.append(
+                    Admitted(call_id, call_key, tool, decision.args, confirmed=confirmed)
+                )
         results.update(await execute(session, admitted))
         for entry in self._pending:
             self.messages.append(Message.tool_result(entry["call_id"], results[entry["call_id"]]))
