@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine.confirmation import CallPlace, ConfirmationDecision, WaitingCall
 from app.engine.engine import Engine
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.parallel import ParallelOutcome
@@ -26,6 +27,7 @@ from app.engine.sequential import SequentialOutcome
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, completion_row
+from app.service.plan_pause import plan_checkpoint, record_plan_pause
 from app.service.run_records import (
     record_run_end,
     run_end,
@@ -42,6 +44,7 @@ T = TypeVar("T")
 Outcome = TypeVar("Outcome", SequentialOutcome, ParallelOutcome)
 
 Args = Sequence[Mapping[str, Any]]
+PENDING = "pending"
 
 
 class _PlanRun(Generic[Outcome]):
@@ -84,7 +87,10 @@ class _PlanRun(Generic[Outcome]):
         """Once every call settled: the end joins the receipts' transaction when the
         writer can promise it (one commit fewer to wait for), else `_end` queues it.
         With it goes the run's idempotency key's final response (the stored copy,
-        `redacted`), so that the two commit together."""
+        `redacted`), so that the two commit together. A run that waits for
+        confirmations does not end: `_finished` pauses it."""
+        if status == PENDING:
+            return
         end = run_end(self.run_id, status=status, call_count=call_count)
         claim = self._claim
         answer = None
@@ -94,7 +100,24 @@ class _PlanRun(Generic[Outcome]):
         self._key_answered = answer is not None and self._queued_end is not None
 
     async def _finished(self, outcome: Outcome, call_count: int) -> RunResult:
-        """Record the natural end; the run's result."""
+        """Record the natural end, or the pause of a run that waits for confirmations;
+        the run's result."""
+        if outcome.waiting:
+            if self._started is not None:
+                await run_start_committed(self._started)
+            await record_plan_pause(
+                self._sessions,
+                self._writer,
+                self._engine.contract,
+                run_id=self.run_id,
+                caller=self._identity.caller,
+                call_count=call_count,
+                checkpoint=self._checkpoint(outcome.waiting),
+                waiting=outcome.waiting,
+            )
+            return RunResult(
+                self.run_id, PENDING, outcome.to_response(), lambda: self._redacted(outcome)
+            )
         await self._finish(outcome.status, call_count)
         return RunResult(
             self.run_id,
@@ -106,6 +129,10 @@ class _PlanRun(Generic[Outcome]):
 
     def _redacted(self, outcome: Outcome) -> dict[str, Any]:
         """The stored (redacted) copy of the run's result."""
+        raise NotImplementedError
+
+    def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
+        """What the run keeps while `waiting` wait for decisions (`plan_pause`)."""
         raise NotImplementedError
 
     async def _finish(self, status: str, call_count: int) -> None:
@@ -153,10 +180,13 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
         writer: GroupCommitWriter,
         started: asyncio.Future[None] | None = None,
         claim: IdempotencyClaim | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> None:
         super().__init__(
             engine, sessions, identity, max_stored_output_bytes, writer, started, claim
         )
+        # Decisions on the calls a paused run waited on (`plan_continue`).
+        self._decisions = decisions
         self._plan = plan
         self._admitted = admitted
         self._resume = resume
@@ -176,6 +206,7 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
                     lambda: self._redacted(outcome),
                 ),
                 started=self._started,
+                decisions=self._decisions,
             )
         )
 
@@ -185,15 +216,21 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
         return await self._finished(outcome, len(outcome.receipts))
 
     def _redacted(self, outcome: SequentialOutcome) -> dict[str, Any]:
-        return {
-            **self._head(outcome.status),
-            "receipts": [
-                _redacted(receipt, self._max_output_bytes) for receipt in outcome.receipts
-            ],
-            "dispatched": [
-                _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
-            ],
-        }
+        return _with_pending(
+            {
+                **self._head(outcome.status),
+                "receipts": [
+                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.receipts
+                ],
+                "dispatched": [
+                    _redacted(receipt, self._max_output_bytes) for receipt in outcome.dispatched
+                ],
+            },
+            outcome.waiting,
+        )
+
+    def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
+        return plan_checkpoint(self._plan, [self._admitted], waiting)
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()
@@ -225,10 +262,13 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
         writer: GroupCommitWriter,
         started: asyncio.Future[None] | None = None,
         claim: IdempotencyClaim | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> None:
         super().__init__(
             engine, sessions, identity, max_stored_output_bytes, writer, started, claim
         )
+        # Decisions on the calls a paused run waited on (`plan_continue`).
+        self._decisions = decisions
         self._plan = plan
         self._admitted = admitted
         self._batch_id = parallel_batch_id
@@ -250,6 +290,7 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
                     lambda: self._redacted(outcome),
                 ),
                 started=self._started,
+                decisions=self._decisions,
             )
         )
 
@@ -258,7 +299,13 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
         assert outcome is not None
         return await self._finished(outcome, sum(len(lane.receipts) for lane in outcome.lanes))
 
+    def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
+        return plan_checkpoint(self._plan, self._admitted, waiting)
+
     def _redacted(self, outcome: ParallelOutcome) -> dict[str, Any]:
+        return _with_pending(self._redacted_lanes(outcome), outcome.waiting)
+
+    def _redacted_lanes(self, outcome: ParallelOutcome) -> dict[str, Any]:
         return {
             **self._head(outcome.status),
             "parallel_batch_id": self._batch_id,
@@ -303,6 +350,12 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
             "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
         }
         return RunResult(self.run_id, status, response, lambda: response)
+
+
+def _with_pending(view: dict[str, Any], waiting: Sequence[WaitingCall]) -> dict[str, Any]:
+    if waiting:
+        view["pending"] = [call.public() for call in waiting]
+    return view
 
 
 async def _settle(work: Awaitable[T]) -> T:

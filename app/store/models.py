@@ -54,7 +54,7 @@ RUN_STATUSES = (
     "error",
 )
 IDEMPOTENCY_STATES = ("in_progress", "completed")
-CONFIRMATION_STATUSES = ("pending", "approved", "rejected", "refused")
+CONFIRMATION_STATUSES = ("pending", "approved", "rejected", "refused", "expired")
 
 ID = String(64)
 DIGEST = String(128)
@@ -216,7 +216,9 @@ class ServiceInstance(Base):
 
 
 class RouterCheckpoint(Base):
-    """A paused router run's redacted state (request, conversation, runtime state)."""
+    """A paused run's state: a router run's redacted request, conversation and runtime
+    state; a plan run's shape and the arguments of the calls after those that wait
+    (`app.service.plan_pause`)."""
 
     __tablename__ = "router_checkpoints"
 
@@ -227,21 +229,27 @@ class RouterCheckpoint(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
 
 
-class RouterConfirmation(Base):
-    """A call waiting for a person's decision. `args` holds its exact arguments only
-    until the decision (docs/decisions.md, "pending confirmation arguments")."""
+class Confirmation(Base):
+    """A call waiting for a person's decision, in a plan run or a router run. `args`
+    holds its exact arguments only until the decision (docs/decisions.md, "pending
+    confirmation arguments"). `call_id` is the model's id of a router run's call;
+    `item_key` and `seq` place a plan's call (its lane, its receipt's sequence).
+    The table keeps the name it had when only router runs waited."""
 
     __tablename__ = "router_confirmations"
     __table_args__ = (
         CheckConstraint(column("status").in_(CONFIRMATION_STATUSES), name="status"),
         Index(None, "run_id", "ordinal"),
+        Index(None, "status", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     run_id: Mapped[str] = mapped_column(ID, ForeignKey("runs.id", ondelete="CASCADE"))
     ordinal: Mapped[int] = mapped_column(Integer)
-    call_id: Mapped[str] = mapped_column(Text)
+    call_id: Mapped[str | None] = mapped_column(Text)
     call_key: Mapped[str] = mapped_column(Text)
+    item_key: Mapped[str | None] = mapped_column(Text)
+    seq: Mapped[int | None] = mapped_column(Integer)
     tool: Mapped[str] = mapped_column(Text)
     args: Mapped[Any | None] = mapped_column(JsonValue)
     args_digest: Mapped[str] = mapped_column(DIGEST)
@@ -251,3 +259,6 @@ class RouterConfirmation(Base):
     decided_by: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     decided_at: Mapped[datetime | None]
+
+
+RouterConfirmation = Confirmation

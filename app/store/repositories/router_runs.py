@@ -27,12 +27,13 @@ class RouterRunRepository(Repository):
         self,
         run_id: str,
         *,
-        outcome: dict[str, Any],
+        outcome: dict[str, Any] | None,
         call_count: int,
         checkpoint: dict[str, Any],
         confirmations: Sequence[Mapping[str, Any]],
     ) -> None:
-        """Move a running run to `pending`, with its checkpoint and its waiting calls."""
+        """Move a running run to `pending`, with its checkpoint and its waiting calls
+        (a router run's or a plan run's; a plan run keeps no outcome)."""
         await self.session.execute(
             update(Run)
             .where(Run.id == run_id)

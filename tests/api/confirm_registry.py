@@ -1,0 +1,42 @@
+"""A registry with a tool that requires confirmation, for the confirmation tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REGISTRY = """\
+subagents:
+  tester:
+    tools:
+      step:
+        callable: tests.api.confirm_tools:step
+        description: Count a call by label.
+        input_schema:
+          type: object
+          properties: {label: {type: string}, secret: {type: string}}
+          required: [label]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: read
+      launch:
+        callable: tests.api.confirm_tools:step
+        description: The same, only once a person approved the exact call.
+        input_schema:
+          type: object
+          properties: {label: {type: string}, secret: {type: string}}
+          required: [label]
+          additionalProperties: false
+        output_schema: {type: object}
+        redact: [secret]
+        requires_confirmation: true
+    runner_defaults:
+      allowed_tools: [step, launch]
+      max_calls: 10
+      tool_timeout_s: 5
+"""
+
+
+def write_registry(directory: Path) -> Path:
+    path = directory / "confirm.yml"
+    path.write_text(REGISTRY)
+    return path
