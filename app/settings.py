@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     # Idempotency keys are kept at least 24 hours (the floor), then purged.
     idempotency_ttl_s: float = Field(default=86_400.0, ge=86_400.0)
     idempotency_purge_interval_s: float = Field(default=600.0, gt=0)
+    # A call waiting for a confirmation nobody gave is rejected (`expired`) after this.
+    confirmation_ttl_s: float = Field(default=86_400.0, gt=0)
+    confirmation_expiry_interval_s: float = Field(default=60.0, gt=0)
     run_events_heartbeat_s: float = Field(default=15.0, gt=0)
     run_events_poll_s: float = Field(default=1.0, gt=0)
 

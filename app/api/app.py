@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from app.api import (
+    confirmations,
     documentation,
     health,
     metrics,
@@ -109,7 +110,18 @@ def create_app(
     install_openapi(app)
     # The busiest routes first, the documentation last: a request is matched
     # against the table in order.
-    for api in (plans, router, runs, run_control, resume, receipts, tools, health, metrics):
+    for api in (
+        plans,
+        router,
+        runs,
+        run_control,
+        resume,
+        confirmations,
+        receipts,
+        tools,
+        health,
+        metrics,
+    ):
         add_routes(app, api.router)
     install_console(app)
     add_routes(app, documentation.router)

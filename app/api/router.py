@@ -4,7 +4,8 @@ A run that ended answers 200 with its outcome, whatever its status (done,
 incomplete, pending, error, or cancelled); an invalid request answers 422
 listing every problem; a router that failed closed at startup answers 503.
 `Prefer: respond-async` and `Idempotency-Key` work as for plans (`run_start`).
-A decision that leaves no call waiting resumes the run under the supervisor.
+The decision route is an alias of `POST /runs/{run_id}/confirmations/{confirmation_id}`
+(`app.api.confirmations`): it needs `confirmations:decide`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from app.api.auth import RouterCaller
+from app.api.auth import Decider, RouterCaller
 from app.api.body import parse_model, read_json
+from app.api.confirmations import DECISION_RESPONSES, decide_confirmation
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
 from app.api.problems import (
-    PROBLEM_RESPONSES,
     InvalidRequest,
     NotFound,
     ProblemError,
@@ -29,7 +30,7 @@ from app.api.problems import (
 )
 from app.api.responses import FastJSONResponse
 from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
-from app.api.schemas.router import ConfirmationIn, ConfirmationOut, RouterRunIn, RouterRunOut
+from app.api.schemas.router import ConfirmationIn, RouterRunIn, RouterRunOut
 from app.contract.canonical import canonical_json, sha256_digest
 from app.service.router_errors import (
     ConfirmationConflict,
@@ -123,26 +124,13 @@ async def start_router_run(
     operation_id="decideRouterConfirmation",
     status_code=202,
     response_class=FastJSONResponse,
-    responses={
-        202: {"model": ConfirmationOut},
-        404: PROBLEM_RESPONSES[422],
-        409: PROBLEM_RESPONSES[422],
-        **PROBLEM_RESPONSES,
-    },
+    responses=DECISION_RESPONSES,
     openapi_extra=json_body(ConfirmationIn),
 )
 async def decide(
-    run_id: Id, confirmation_id: Id, request: Request, runtime: RuntimeDep, principal: RouterCaller
+    run_id: Id, confirmation_id: Id, request: Request, runtime: RuntimeDep, principal: Decider
 ) -> FastJSONResponse:
-    service = _available(runtime)
-    settings = runtime.settings
-    data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
-    body = parse_model(ConfirmationIn, data)
-    decided = await _mapped(
-        service.decide(
-            run_id, confirmation_id, approve=body.approve, reason=body.reason, decider=principal
-        )
-    )
-    if decided.resume is not None:
-        runtime.runs.launch(decided.resume)
-    return FastJSONResponse(decided.answer, status_code=202)
+    """An alias of `POST /runs/{run_id}/confirmations/{confirmation_id}` (503 while the
+    router is unavailable, as its other route)."""
+    _available(runtime)
+    return await decide_confirmation(run_id, confirmation_id, request, runtime, principal.name)

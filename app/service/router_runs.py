@@ -161,7 +161,7 @@ class RouterService:
                 changed = target.contract_hash != self.contract.hash
                 if changed:
                     why = "the contract changed while the run waited for confirmation"
-                    await self._close_paused(session, run, why, decider.name)
+                    await self.close_paused(session, run, why, decider.name)
                     resume = None
                 else:
                     await repo.decide(
@@ -170,7 +170,7 @@ class RouterService:
                         reason=shown_reason,
                         decided_by=decider.name,
                     )
-                    resume = await self._claim(repo, run)
+                    resume = await self.claim_resume(repo, run)
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the decision could not be recorded: {exc}") from exc
         AuditDecisions(self.writer, run_id, decider.name).record(
@@ -196,7 +196,7 @@ class RouterService:
             "decision": decision,
             "run_status": "running" if resume is not None else "pending",
         }
-        return Decided(answer, None if resume is None else self._resumed(run_id, resume))
+        return Decided(answer, None if resume is None else self.resumed(run_id, resume))
 
     async def cancel_paused(self, run_id: str, cancelled_by: str | None) -> str | None:
         """End a run that waits for confirmation `cancelled`: its waiting calls are
@@ -208,7 +208,7 @@ class RouterService:
                 run = await repo.lock_run(run_id)
                 if run is None or run.kind != "router" or run.status != PENDING:
                     return None
-                refused = await self._close_paused(
+                refused = await self.close_paused(
                     session, run, reason, cancelled_by, status=CANCELLED, stopped_by=CANCELLED
                 )
                 if refused is None:
@@ -236,7 +236,9 @@ class RouterService:
         """Write what the rejection audit still holds (the service is closing)."""
         self.rejections.close()
 
-    async def _claim(self, repo: RouterRunRepository, run: Run) -> _Resume | None:
+    async def claim_resume(self, repo: RouterRunRepository, run: Run) -> _Resume | None:
+        """Once no call waits any more: the run moved to `running` here, and what its
+        resume needs (its kept arguments then dropped); None otherwise."""
         run_id = run.id
         if await repo.count_pending(run_id) or not await repo.claim(run_id, self.instance_id):
             return None
@@ -248,7 +250,7 @@ class RouterService:
         await repo.release(run_id)
         return _Resume(checkpoint or {}, decisions, run.caller, run.outcome)
 
-    async def _close_paused(
+    async def close_paused(
         self,
         session: AsyncSession,
         run: Run,
@@ -278,7 +280,7 @@ class RouterService:
         await repo.release(run.id)
         return refused
 
-    def _resumed(self, run_id: str, resume: _Resume) -> RouterTask:
+    def resumed(self, run_id: str, resume: _Resume) -> RouterTask:
         sink = AuditDecisions(self.writer, run_id, resume.caller)
 
         def prepare() -> RouterRun | str:

@@ -24,6 +24,7 @@ from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
 from app.observability.tracing import Tracing
 from app.service.cache_store import DatabaseCacheStore
+from app.service.confirmations import ConfirmationService
 from app.service.idempotency import AnsweringRuns, IdempotencyService
 from app.service.plans import PlanService
 from app.service.remote_tools import open_remote_tools
@@ -70,6 +71,7 @@ class Runtime:
     engine: Engine
     plans: PlanService
     router: RouterService
+    confirmations: ConfirmationService
     llm_http: httpx.AsyncClient
     events: RunEventHub
     runs: RunSupervisor
@@ -194,6 +196,29 @@ async def open_runtime(
         else RunSupervisor(sessions, events, wrap_run=tracing.run)
     )
     answering = AnsweringRuns(instance_id, settings.instance_stale_after_s, runs.is_active)
+    plans = PlanService(
+        contract,
+        engine,
+        sessions,
+        writer,
+        limits,
+        instance_id,
+        settings.max_stored_output_bytes,
+    )
+    router = (
+        open_router(settings, contract, engine, sessions, writer, instance_id, llm_http)
+        if tracing is None
+        else open_router(
+            settings,
+            contract,
+            engine,
+            sessions,
+            writer,
+            instance_id,
+            llm_http,
+            wrap_model=tracing.chat_model,
+        )
+    )
     runtime = Runtime(
         settings=settings,
         contract=contract,
@@ -205,29 +230,9 @@ async def open_runtime(
         writer=writer,
         call_metrics=sinks,
         engine=engine,
-        plans=PlanService(
-            contract,
-            engine,
-            sessions,
-            writer,
-            limits,
-            instance_id,
-            settings.max_stored_output_bytes,
-        ),
-        router=(
-            open_router(settings, contract, engine, sessions, writer, instance_id, llm_http)
-            if tracing is None
-            else open_router(
-                settings,
-                contract,
-                engine,
-                sessions,
-                writer,
-                instance_id,
-                llm_http,
-                wrap_model=tracing.chat_model,
-            )
-        ),
+        plans=plans,
+        router=router,
+        confirmations=ConfirmationService(plans, router, runs, settings.confirmation_ttl_s),
         llm_http=llm_http,
         events=events,
         runs=runs,
@@ -244,6 +249,12 @@ async def open_runtime(
         asyncio.create_task(
             runtime.idempotency.purge_forever(settings.idempotency_purge_interval_s),
             name="toolloop-idempotency-purge",
+        )
+    )
+    runtime._background.append(
+        asyncio.create_task(
+            runtime.confirmations.expire_forever(settings.confirmation_expiry_interval_s),
+            name="toolloop-confirmation-expiry",
         )
     )
     if checkpointer is not None:

@@ -3,6 +3,8 @@
 from app.api.auth.dependencies import (
     AdminCaller,
     Caller,
+    ConfirmationReader,
+    Decider,
     MetricsReader,
     PlansCaller,
     RouterCaller,
@@ -24,6 +26,7 @@ from app.api.auth.keys_file import (
 from app.api.auth.loopback import UnsafeBindError, check_open_bind, is_loopback_host
 from app.api.auth.principal import (
     ADMIN,
+    CONFIRMATIONS_DECIDE,
     METRICS_READ,
     OPEN,
     PLANS_EXECUTE,
@@ -37,6 +40,7 @@ from app.api.auth.throttle import FailedAuthThrottle
 
 __all__ = [
     "ADMIN",
+    "CONFIRMATIONS_DECIDE",
     "METRICS_READ",
     "OPEN",
     "PLANS_EXECUTE",
@@ -46,6 +50,8 @@ __all__ = [
     "SCOPES",
     "AdminCaller",
     "Caller",
+    "ConfirmationReader",
+    "Decider",
     "FailedAuthThrottle",
     "KeyEntry",
     "KeyRequestError",

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Request
 from app.api.auth.keyring import KeyRing
 from app.api.auth.principal import (
     ADMIN,
+    CONFIRMATIONS_DECIDE,
     METRICS_READ,
     OPEN,
     PLANS_EXECUTE,
@@ -131,5 +132,10 @@ RouterCaller = Annotated[Principal, Depends(require_scope(ROUTER_RUN))]
 RunsReader = Annotated[Principal, Depends(require_scope(RUNS_READ))]
 MetricsReader = Annotated[Principal, Depends(require_scope(METRICS_READ))]
 AdminCaller = Annotated[Principal, Depends(require_scope(ADMIN))]
+Decider = Annotated[Principal, Depends(require_scope(CONFIRMATIONS_DECIDE))]
+# Listing confirmations: a reader (its own runs' calls) or a decider (every run's).
+ConfirmationReader = Annotated[
+    Principal, Depends(require_any_scope(RUNS_READ, CONFIRMATIONS_DECIDE))
+]
 # Cancelling a run: a key that may start some kind of run; the run's own rule decides the rest.
 RunController = Annotated[Principal, Depends(require_any_scope(PLANS_EXECUTE, ROUTER_RUN))]

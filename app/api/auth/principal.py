@@ -15,10 +15,11 @@ ROUTER_RUN = "router:run"
 RUNS_READ = "runs:read"
 RUNS_READ_ALL = "runs:read:all"
 METRICS_READ = "metrics:read"
+CONFIRMATIONS_DECIDE = "confirmations:decide"
 ADMIN = "admin"
 
 SCOPES: frozenset[str] = frozenset(
-    {PLANS_EXECUTE, ROUTER_RUN, RUNS_READ, RUNS_READ_ALL, METRICS_READ, ADMIN}
+    {PLANS_EXECUTE, ROUTER_RUN, RUNS_READ, RUNS_READ_ALL, METRICS_READ, CONFIRMATIONS_DECIDE, ADMIN}
 )
 _IMPLIED: dict[str, frozenset[str]] = {
     ADMIN: SCOPES,
@@ -51,6 +52,11 @@ class Principal:
         if self.can_read_all_runs:
             return True
         return self.name is not None and self.has(RUNS_READ) and created_by == self.name
+
+    @property
+    def sees_every_confirmation(self) -> bool:
+        """A decider sees every waiting call, as operators do."""
+        return self.can_read_all_runs or self.has(CONFIRMATIONS_DECIDE)
 
     @property
     def visible_run_creator(self) -> str | None:

@@ -153,7 +153,8 @@ def test_load_lists_every_problem(keys_path: Path) -> None:
         "[1].scopes: expected a non-empty list of scopes",
         "[2].created_at: expected an ISO 8601 timestamp with a UTC offset",
         "[3].hash: expected \"sha256:\" and 64 hex digits, got 'md5:x'",
-        "[3].scopes: unknown scope 'x' (known: admin, metrics:read, plans:execute, "
+        "[3].scopes: unknown scope 'x' (known: admin, confirmations:decide, metrics:read, "
+        "plans:execute, "
         "router:run, runs:read, runs:read:all)",
         "[4].scopes: a scope is listed twice",
         "[5]: each key is a mapping with id, name, hash, scopes, created_at",

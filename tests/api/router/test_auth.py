@@ -1,4 +1,5 @@
-"""The router's scope (`router:run`) and who may decide a confirmation."""
+"""The router's scope (`router:run`) and who may decide a confirmation
+(`confirmations:decide`, whoever created the run)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from tests.router.replies import openai_calls, openai_text
 from tests.router.scripted_server import ScriptedServer
 
 
-async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_creator(
+async def test_router_runs_need_the_router_scope_and_decisions_need_the_decide_scope(
     sqlite_url: str, tmp_path: Path, model: ScriptedServer
 ) -> None:
     keys = tmp_path / "keys.yml"
     planner = create_key(keys, "planner", ["plans:execute"])
     alice = create_key(keys, "alice", ["router:run"])
     bob = create_key(keys, "bob", ["router:run"])
-    operator = create_key(keys, "operator", ["router:run", "runs:read:all"])
+    operator = create_key(keys, "operator", ["confirmations:decide"])
     settings = router_settings(sqlite_url, tmp_path, model.base_url, api_keys=keys)
     model.script(openai_calls(("c1", "publish", {"title": "t"})))
 
@@ -37,6 +38,9 @@ async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_c
         by_bob = await client.post(
             path, json={"approve": True}, headers={"authorization": f"Bearer {bob}"}
         )
+        by_alice = await client.post(
+            path, json={"approve": True}, headers={"authorization": f"Bearer {alice}"}
+        )
         model.script(openai_text("ok"), openai_text("answer"))
         by_operator = await client.post(
             path, json={"approve": True}, headers={"authorization": f"Bearer {operator}"}
@@ -48,7 +52,8 @@ async def test_router_runs_need_the_router_scope_and_decisions_stay_with_their_c
     assert wrong_scope.status_code == 403
     assert started.status_code == 200
     assert run.caller == "alice"
-    assert by_bob.status_code == 404
+    assert by_bob.status_code == 403
+    assert by_alice.status_code == 403  # her own run: deciding is another scope
     assert by_operator.status_code == 202
     assert run.status == "done"
     assert router_tools.CALLS == [("publish", {"title": "t"})]

@@ -1,0 +1,161 @@
+"""Deciding a paused plan's calls: an approval continues the run in the background,
+a rejection gives a `denied` receipt and skips the rest of its sequence or lane."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.settings import Settings
+from tests.api import confirm_tools
+from tests.api.confirm_support import (
+    _counted,  # noqa: F401  (an autouse fixture)
+    confirm_settings,
+    decide,
+    finished,
+    launch,
+    parallel,
+    sequential,
+    step,
+    stored_confirmations,
+)
+from tests.router.http_support import running, stored_audit
+
+SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return confirm_settings(tmp_path, database_url)
+
+
+@pytest.fixture
+async def served(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    async with running(settings) as (app, client):
+        yield app, client
+
+
+async def test_an_approval_runs_the_call_and_the_rest_of_the_plan(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (
+        await client.post(
+            "/plans/sequential",
+            json=sequential(step("a"), launch("b", secret=SECRET), step("c")),
+        )
+    ).json()
+    run_id = body["plan_id"]
+
+    decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], True, "ok")
+    await finished(app, run_id)
+
+    assert decision.status_code == 202
+    assert decision.json() == {
+        "run_id": run_id,
+        "confirmation_id": body["pending"][0]["confirmation_id"],
+        "decision": "approved",
+        "run_status": "running",
+    }
+    assert confirm_tools.calls == {"a": 1, "b": 1, "c": 1}
+    run = (await client.get(f"/runs/{run_id}")).json()
+    assert run["status"] == "succeeded"
+    receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
+    assert [(r["call_key"], r["status"]) for r in receipts] == [
+        ("a", "succeeded"),
+        ("b", "succeeded"),
+        ("c", "succeeded"),
+    ]
+    assert receipts[0]["receipt_id"] == body["receipts"][0]["receipt_id"]
+    (kept,) = await stored_confirmations(app, run_id)
+    assert (kept.status, kept.args, kept.decided_by) == ("approved", None, None)
+    kinds = [event.kind for event in await stored_audit(app, run_id)]
+    assert "confirmation.requested" in kinds
+    assert "confirmation.decided" in kinds
+
+    again = await decide(client, run_id, kept.id, True)
+    assert again.status_code == 409
+
+
+async def test_a_rejection_denies_the_call_and_skips_the_rest_of_the_sequence(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (
+        await client.post("/plans/sequential", json=sequential(step("a"), launch("b"), step("c")))
+    ).json()
+    run_id = body["plan_id"]
+
+    decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], False, "no")
+    await finished(app, run_id)
+
+    assert decision.status_code == 202
+    assert decision.json()["decision"] == "rejected"
+    assert confirm_tools.calls == {"a": 1}
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "failed"
+    receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
+    assert [(r["call_key"], r["status"]) for r in receipts] == [
+        ("a", "succeeded"),
+        ("b", "denied"),
+        ("c", "skipped"),
+    ]
+    assert receipts[1]["error"]["kind"] == "confirmation"
+    assert "no" in receipts[1]["error"]["message"]
+
+
+async def test_a_parallel_plan_goes_on_only_after_its_last_decision(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (
+        await client.post(
+            "/plans/parallel",
+            json=parallel(
+                ("x", [step("x1"), launch("x2"), step("x3")]),
+                ("y", [step("y1")]),
+                ("z", [launch("z1"), step("z2")]),
+            ),
+        )
+    ).json()
+    run_id = body["plan_id"]
+    x2, z1 = (p["confirmation_id"] for p in body["pending"])
+
+    first = await decide(client, run_id, x2, True)
+    await finished(app, run_id)
+    assert first.json()["run_status"] == "pending"
+    assert confirm_tools.calls == {"x1": 1, "y1": 1}
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
+
+    last = await decide(client, run_id, z1, False, "not this one")
+    await finished(app, run_id)
+
+    assert last.json()["run_status"] == "running"
+    assert confirm_tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "failed"
+    receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
+    assert [(r["item_key"], r["call_key"], r["status"]) for r in receipts] == [
+        ("x", "x1", "succeeded"),
+        ("x", "x2", "succeeded"),
+        ("x", "x3", "succeeded"),
+        ("y", "y1", "succeeded"),
+        ("z", "z1", "denied"),
+        ("z", "z2", "skipped"),
+    ]
+
+
+async def test_an_unknown_run_or_confirmation_is_404(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = served
+    body = (await client.post("/plans/sequential", json=sequential(launch("b")))).json()
+
+    unknown_run = await decide(client, "nope", body["pending"][0]["confirmation_id"], True)
+    unknown_confirmation = await decide(client, body["plan_id"], "nope", True)
+
+    assert unknown_run.status_code == 404
+    assert unknown_confirmation.status_code == 404
+    assert unknown_run.headers["content-type"] == "application/problem+json"
