@@ -145,6 +145,14 @@ async def test_another_caller_s_runs_are_404_on_every_run_route(
         unknown = await call(
             client, method, route, bob, run_id=UNKNOWN, confirmation_id=confirmation
         )
+        if route.endswith("/confirmations/{confirmation_id}"):
+            # Deciding needs `confirmations:decide`, which bob lacks: 403 for any run.
+            for run_id in (plan_run, router_run):
+                theirs = await call(
+                    client, method, route, bob, run_id=run_id, confirmation_id=confirmation
+                )
+                assert theirs.status_code == unknown.status_code == 403, (method, route)
+            continue
         assert unknown.status_code == 404, (method, route, unknown.text)
         for run_id in (plan_run, router_run):
             theirs = await call(
