@@ -1,0 +1,50 @@
+"""A paused plan survives a restart; an approval then continues it in the new process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.api import confirm_tools
+from tests.api.confirm_support import (
+    _counted,  # noqa: F401  (an autouse fixture)
+    confirm_settings,
+    decide,
+    finished,
+    launch,
+    parallel,
+    step,
+)
+from tests.router.http_support import running, stored_run
+
+
+async def test_an_approval_after_a_restart_finishes_the_run(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = confirm_settings(tmp_path, database_url)
+    async with running(settings) as (_, client):
+        body = (
+            await client.post(
+                "/plans/parallel",
+                json=parallel(("x", [step("x1"), launch("x2"), step("x3")]), ("y", [step("y1")])),
+            )
+        ).json()
+    assert body["status"] == "pending"
+    run_id = body["plan_id"]
+
+    async with running(settings) as (app, client):
+        waiting = (await stored_run(app, run_id)).status
+        decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+        await finished(app, run_id)
+        run = (await client.get(f"/runs/{run_id}")).json()
+        receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
+
+    assert waiting == "pending"  # the startup sweep leaves a waiting run alone
+    assert decision.status_code == 202
+    assert run["status"] == "succeeded"
+    assert [(r["call_key"], r["status"]) for r in receipts] == [
+        ("x1", "succeeded"),
+        ("x2", "succeeded"),
+        ("x3", "succeeded"),
+        ("y1", "succeeded"),
+    ]
+    assert confirm_tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
