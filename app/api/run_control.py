@@ -84,8 +84,17 @@ async def cancel_run(
     def cancel_paused_router_run(paused_run_id: str) -> Awaitable[str | None]:
         return runtime.router.cancel_paused(paused_run_id, principal.name)
 
+    def cancel_paused_plan_run(paused_run_id: str) -> Awaitable[str | None]:
+        return runtime.confirmations.cancel_paused(paused_run_id, principal.name)
+
     control = RunControl(
-        runtime.sessions, runtime.runs, cancel_paused={"router": cancel_paused_router_run}
+        runtime.sessions,
+        runtime.runs,
+        cancel_paused={
+            "router": cancel_paused_router_run,
+            "sequential": cancel_paused_plan_run,
+            "parallel": cancel_paused_plan_run,
+        },
     )
     try:
         status = await control.cancel(run_id, principal, control_rule(principal))

@@ -42,6 +42,7 @@ REJECTED = "rejected"
 EXPIRED = "expired"
 REFUSED = "refused"
 ROUTER = "router"
+CANCELLED = "cancelled"
 EXPIRY_BATCH = 100
 
 
@@ -142,6 +143,38 @@ class ConfirmationService:
             "run_status": "running" if resume is not None else PENDING,
         }
         return Decided(answer, resume)
+
+    async def cancel_paused(self, run_id: str, cancelled_by: str | None) -> str | None:
+        """End a plan run that waits for confirmations `cancelled`: its waiting calls are
+        refused and every kept argument dropped. None when the run is not waiting."""
+        reason = "the run was cancelled while it waited for confirmation"
+        refused: list[Confirmation] = []
+        try:
+            async with self.plans.sessions.begin() as session:
+                repo = RouterRunRepository(session)
+                run = await repo.lock_run(run_id)
+                if run is None or run.kind == ROUTER or run.status != PENDING:
+                    return None
+                if not await repo.claim(run_id, self.plans.instance_id):
+                    return None
+                for confirmation in await repo.confirmations(run_id):
+                    if await repo.decide(
+                        confirmation.id, status=REFUSED, reason=reason, decided_by=cancelled_by
+                    ):
+                        refused.append(confirmation)
+                await RunRepository(session).finish(run_id, status=CANCELLED)
+                await repo.release(run_id)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the cancel could not be recorded: {exc}") from exc
+        for confirmation in refused:
+            self._audit(
+                run_id,
+                cancelled_by,
+                "confirmation.decided",
+                confirmation,
+                {"decision": REFUSED, "reason": reason},
+            )
+        return CANCELLED
 
     async def expire(self, now: datetime | None = None) -> int:
         """Turn the confirmations pending for longer than the TTL into `expired` (each a

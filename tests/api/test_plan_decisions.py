@@ -159,3 +159,22 @@ async def test_an_unknown_run_or_confirmation_is_404(
     assert unknown_run.status_code == 404
     assert unknown_confirmation.status_code == 404
     assert unknown_run.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_waiting_plan_can_be_cancelled_and_then_not_decided(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (await client.post("/plans/sequential", json=sequential(step("a"), launch("b")))).json()
+    run_id = body["plan_id"]
+
+    cancelled = await client.post(f"/runs/{run_id}/cancel")
+    late = await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+
+    assert cancelled.status_code == 200
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "cancelled"
+    (kept,) = await stored_confirmations(app, run_id)
+    assert (kept.status, kept.args) == ("refused", None)
+    assert late.status_code == 409
+    assert confirm_tools.calls == {"a": 1}
