@@ -125,7 +125,7 @@ class ConfirmationService:
         self._audit(
             run_id,
             decided_by,
-            "router.confirmation_decided" if kind == ROUTER else f"confirmation.{_event(decision)}",
+            _event(kind, decision),
             target,
             {"decision": REFUSED if changed else decision, "reason": shown_reason},
         )
@@ -290,5 +290,8 @@ class ConfirmationService:
         }
 
 
-def _event(decision: str) -> str:
-    return "expired" if decision == EXPIRED else "decided"
+def _event(run_kind: str, decision: str) -> str:
+    """The audit event of a decision (a router run's keeps the name it always had)."""
+    if decision == EXPIRED:
+        return "confirmation.expired"
+    return "router.confirmation_decided" if run_kind == ROUTER else "confirmation.decided"
