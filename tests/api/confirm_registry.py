@@ -29,8 +29,19 @@ subagents:
         output_schema: {type: object}
         redact: [secret]
         requires_confirmation: true
+      peek:
+        callable: tests.api.confirm_tools:step
+        description: A read that still needs a person's approval.
+        input_schema:
+          type: object
+          properties: {label: {type: string}}
+          required: [label]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: read
+        requires_confirmation: true
     runner_defaults:
-      allowed_tools: [step, launch]
+      allowed_tools: [step, launch, peek]
       max_calls: 10
       tool_timeout_s: 5
 """

@@ -178,3 +178,57 @@ async def test_a_waiting_plan_can_be_cancelled_and_then_not_decided(
     assert (kept.status, kept.args) == ("refused", None)
     assert late.status_code == 409
     assert confirm_tools.calls == {"a": 1}
+
+
+async def test_a_continued_plan_pauses_again_at_its_next_waiting_call(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (
+        await client.post(
+            "/plans/sequential", json=sequential(launch("a"), step("b"), launch("c"), step("d"))
+        )
+    ).json()
+    run_id = body["plan_id"]
+
+    await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+    await finished(app, run_id)
+    paused_again = (await client.get("/confirmations", params={"status": "pending"})).json()
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
+    assert confirm_tools.calls == {"a": 1, "b": 1}
+    (second,) = paused_again["items"]
+    assert second["call_key"] == "c"
+
+    await decide(client, run_id, second["confirmation_id"], True)
+    await finished(app, run_id)
+
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
+    assert confirm_tools.calls == {"a": 1, "b": 1, "c": 1, "d": 1}
+    receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
+    assert [(r["call_key"], r["status"]) for r in receipts] == [
+        ("a", "succeeded"),
+        ("b", "succeeded"),
+        ("c", "succeeded"),
+        ("d", "succeeded"),
+    ]
+
+
+async def test_a_plan_of_reads_waits_too_with_its_start_recorded(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    body = (
+        await client.post(
+            "/plans/sequential",
+            json=sequential(step("a"), {"call_key": "p", "tool": "peek", "args": {"label": "p"}}),
+        )
+    ).json()
+    run_id = body["plan_id"]
+
+    assert body["status"] == "pending"
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
+    await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+    await finished(app, run_id)
+
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
+    assert confirm_tools.calls == {"a": 1, "p": 1}
