@@ -1,5 +1,7 @@
 """Use-cases for router runs: admit and record a run, pause it for a confirmation,
-resume it once every pending call is decided, and cancel one that waits.
+resume it once every pending call is decided (the decisions themselves go
+through `app.service.confirmations`, shared with plan runs), and cancel one
+that waits.
 
 Every stretch of a run executes under the run supervisor (`run_tasks`) as a
 `RouterTask` the API launches: the first from `open_run`, each resume from
@@ -10,7 +12,7 @@ any process can decide or cancel it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -31,12 +33,7 @@ from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
-from app.service.router_errors import (
-    ConfirmationConflict,
-    ConfirmationNotFound,
-    RouterRequestRejected,
-    RouterUnavailable,
-)
+from app.service.router_errors import RouterRequestRejected, RouterUnavailable
 from app.service.router_records import AuditDecisions, closed_outcome
 from app.service.router_tasks import RouterTask
 from app.service.run_records import record_run_start
@@ -47,16 +44,6 @@ from app.store.repositories.router_runs import PENDING, RouterRunRepository
 from app.store.repositories.runs import RunRepository
 
 
-class Decider(Protocol):
-    """Who decides a confirmation; `app.api.auth.Principal` is one."""
-
-    @property
-    def name(self) -> str | None: ...
-
-    @property
-    def can_read_all_runs(self) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class _Resume:
     checkpoint: dict[str, Any]
@@ -64,13 +51,6 @@ class _Resume:
     caller: str | None
     # The outcome stored when the run paused.
     outcome: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    answer: dict[str, Any]
-    # The run's next stretch, to launch under the supervisor; None while calls still wait.
-    resume: RouterTask | None
 
 
 @dataclass
@@ -129,74 +109,6 @@ class RouterService:
         identity = RunIdentity(run_id, plan.owner.name, caller, request.context, self.contract.hash)
         run = RouterRun.new(kit, plan, identity, AuditDecisions(self.writer, run_id, caller))
         return RouterTask.started(self.sessions, self.writer, run)
-
-    async def decide(
-        self,
-        run_id: str,
-        confirmation_id: str,
-        *,
-        approve: bool,
-        reason: str,
-        decider: Decider,
-    ) -> Decided:
-        """Record a decision; once none is pending, the run's resume (to launch)."""
-        self.require_ready()
-        decision = "approved" if approve else "rejected"
-        shown_reason = redact_text(reason)
-        try:
-            async with self.sessions.begin() as session:
-                repo = RouterRunRepository(session)
-                run = await repo.lock_run(run_id)
-                if run is None or run.kind != "router" or not _may_decide(decider, run.caller):
-                    raise ConfirmationNotFound(f"no router run {run_id!r}")
-                target = next(
-                    (c for c in await repo.confirmations(run_id) if c.id == confirmation_id), None
-                )
-                if target is None:
-                    raise ConfirmationNotFound(f"no confirmation {confirmation_id!r} in this run")
-                if target.status != "pending":
-                    raise ConfirmationConflict(f"the confirmation is already {target.status}")
-                if run.status != "pending":
-                    raise ConfirmationConflict(f"the run is {run.status}, not waiting")
-                changed = target.contract_hash != self.contract.hash
-                if changed:
-                    why = "the contract changed while the run waited for confirmation"
-                    await self.close_paused(session, run, why, decider.name)
-                    resume = None
-                else:
-                    await repo.decide(
-                        confirmation_id,
-                        status=decision,
-                        reason=shown_reason,
-                        decided_by=decider.name,
-                    )
-                    resume = await self.claim_resume(repo, run)
-        except SQLAlchemyError as exc:
-            raise StorageUnavailable(f"the decision could not be recorded: {exc}") from exc
-        AuditDecisions(self.writer, run_id, decider.name).record(
-            "router.confirmation_decided",
-            {
-                "confirmation_id": confirmation_id,
-                "decision": "refused" if changed else decision,
-                "reason": shown_reason,
-            },
-            tool=target.tool,
-            call_key=target.call_key,
-        )
-        if changed:
-            raise ConfirmationConflict(
-                "the contract changed since this confirmation was requested "
-                f"({target.contract_hash} -> {self.contract.hash}); the approval is refused "
-                "and the run is closed",
-                slug="contract-changed",
-            )
-        answer = {
-            "run_id": run_id,
-            "confirmation_id": confirmation_id,
-            "decision": decision,
-            "run_status": "running" if resume is not None else "pending",
-        }
-        return Decided(answer, None if resume is None else self.resumed(run_id, resume))
 
     async def cancel_paused(self, run_id: str, cancelled_by: str | None) -> str | None:
         """End a run that waits for confirmation `cancelled`: its waiting calls are
@@ -305,9 +217,3 @@ class RouterService:
         return RouterTask(
             self.sessions, self.writer, run_id, sink, prepare, resume.decisions, resume.outcome
         )
-
-
-def _may_decide(decider: Decider, created_by: str | None) -> bool:
-    if decider.can_read_all_runs:
-        return True
-    return decider.name is not None and decider.name == created_by

@@ -109,10 +109,3 @@ class RouterRunOut(BaseModel):
 class ConfirmationIn(_Strict):
     approve: bool
     reason: str = Field(default="", max_length=2000)
-
-
-class ConfirmationOut(BaseModel):
-    run_id: str
-    confirmation_id: str
-    decision: Literal["approved", "rejected"]
-    run_status: Literal["pending", "running"]
