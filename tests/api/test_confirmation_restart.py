@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.api import confirm_tools
+from tests.api.confirm_registry import REGISTRY
 from tests.api.confirm_support import (
     _counted,  # noqa: F401  (an autouse fixture)
     confirm_settings,
@@ -13,6 +14,7 @@ from tests.api.confirm_support import (
     launch,
     parallel,
     step,
+    stored_confirmations,
 )
 from tests.router.http_support import running, stored_run
 
@@ -48,3 +50,26 @@ async def test_an_approval_after_a_restart_finishes_the_run(
         ("y1", "succeeded"),
     ]
     assert confirm_tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
+
+
+async def test_an_approval_under_a_changed_contract_is_refused_and_ends_the_plan(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = confirm_settings(tmp_path, database_url)
+    async with running(settings) as (_, client):
+        body = (
+            await client.post("/plans/parallel", json=parallel(("x", [step("x1"), launch("x2")])))
+        ).json()
+    run_id = body["plan_id"]
+    changed = tmp_path / "changed.yml"
+    changed.write_text(REGISTRY.replace("Count a call by label.", "Count a call, by label."))
+
+    async with running(settings.model_copy(update={"registries": [changed]})) as (app, client):
+        response = await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+        run = await stored_run(app, run_id)
+        (kept,) = await stored_confirmations(app, run_id)
+
+    assert response.status_code == 409
+    assert response.json()["type"] == "urn:toolloop:problem:contract-changed"
+    assert (run.status, kept.status, kept.args) == ("failed", "refused", None)
+    assert confirm_tools.calls == {"x1": 1}
