@@ -107,6 +107,14 @@ PREFLIGHT_REJECTIONS = Counter(
     registry=REGISTRY,
 )
 
+# Calls waiting for a person (`confirmations`), in plan and router runs.
+CONFIRMATIONS = Counter(
+    "toolloop_confirmations_total",
+    "Confirmations by event: requested, approved, rejected, expired, refused.",
+    ["event"],
+    registry=REGISTRY,
+)
+
 # The router and its model requests (`router`).
 ROUTER_RUNS = Counter(
     "toolloop_router_runs_total",

@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.engine.redaction import redact_text
+from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
 from app.service.plan_continue import continued_run, is_plan_checkpoint
 from app.service.plan_pause import redacted_args
@@ -122,6 +123,7 @@ class ConfirmationService:
                 kind = run.kind
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the decision could not be recorded: {exc}") from exc
+        record_confirmation(REFUSED if changed else decision)
         self._audit(
             run_id,
             decided_by,
@@ -166,6 +168,7 @@ class ConfirmationService:
                 await repo.release(run_id)
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the cancel could not be recorded: {exc}") from exc
+        record_confirmation(REFUSED, len(refused))
         for confirmation in refused:
             self._audit(
                 run_id,

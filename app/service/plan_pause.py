@@ -23,6 +23,7 @@ from app.contract.compiled import Contract
 from app.engine.confirmation import WaitingCall
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
 from app.service.writer import GroupCommitWriter
 from app.store.repositories.router_runs import RouterRunRepository
@@ -116,6 +117,7 @@ async def record_plan_pause(
             )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's pause could not be recorded: {exc}") from exc
+    record_confirmation("requested", len(waiting))
     now = datetime.now(UTC)
     for call in waiting:
         writer.emit_row(

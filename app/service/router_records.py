@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.engine.redaction import DEFAULT_REDACTOR
+from app.observability.confirmations import record_confirmation
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable
 from app.service.reads import receipt_view
@@ -86,6 +88,8 @@ async def record_router_result(
                 )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+    if not isinstance(result, Finished):
+        record_confirmation("requested", len(result.calls))
 
 
 async def record_router_stopped(
