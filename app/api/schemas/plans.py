@@ -131,7 +131,17 @@ class ReceiptOut(BaseModel):
 
 
 # `cancelled` and `interrupted`: the run was stopped part-way; its receipts are the stored copies.
-PlanStatus = Literal["succeeded", "failed", "cancelled", "interrupted"]
+PlanStatus = Literal["succeeded", "failed", "pending", "cancelled", "interrupted"]
+
+
+class PendingCallOut(BaseModel):
+    """A call the plan waits on for a person's decision (`POST /runs/{id}/confirmations/...`)."""
+
+    confirmation_id: str
+    call_key: str
+    item_key: str | None
+    tool: str
+    args_digest: str
 
 
 class SequentialPlanOut(BaseModel):
@@ -141,11 +151,13 @@ class SequentialPlanOut(BaseModel):
     contract_hash: str
     receipts: list[ReceiptOut]
     dispatched: list[ReceiptOut]
+    # Only while the plan waits (`status: pending`).
+    pending: list[PendingCallOut] | None = None
 
 
 class LaneOut(BaseModel):
     item_key: str
-    status: Literal["succeeded", "failed"]
+    status: Literal["succeeded", "failed", "pending"]
     receipts: list[ReceiptOut]
 
 
@@ -157,6 +169,8 @@ class ParallelPlanOut(BaseModel):
     parallel_batch_id: str
     lanes: list[LaneOut]
     dispatched: list[ReceiptOut]
+    # Only while the plan waits (`status: pending`).
+    pending: list[PendingCallOut] | None = None
 
 
 # The common case without pydantic: a body that is exactly well-formed becomes its
