@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.redaction import DEFAULT_REDACTOR
 from app.observability.confirmations import record_confirmation
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable

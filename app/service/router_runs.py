@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.contract import Contract
 from app.engine.ids import new_run_id
 from app.engine.preflight import PlanProblem
-from app.engine.redaction import redact_text
 from app.engine.run import RunIdentity
 from app.observability.context import bind_run
 from app.router.admission import admit
