@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -182,6 +182,7 @@ def _serve(settings: Settings) -> int:
     import uvicorn
 
     from app.api.app import create_app
+    from app.api.server import GracefulServer
     from app.observability.logging import configure_logging
     from app.observability.tracing import TracingUnavailable
 
@@ -204,7 +205,13 @@ def _serve(settings: Settings) -> int:
         app = create_app(settings, contract, tune_collector=True)
     except TracingUnavailable as exc:
         return _fail(f"refusing to start: {exc}")
-    server = uvicorn.Server(server_config(app, settings))
+
+    async def end_runs_and_streams() -> None:
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is not None:
+            await runtime.begin_shutdown()
+
+    server = GracefulServer(server_config(app, settings), before_shutdown=end_runs_and_streams)
     app.state.stop_serving = lambda: setattr(server, "should_exit", True)
     with suppress(KeyboardInterrupt):
         server.run()
@@ -230,6 +237,8 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         # address (and reset its failed-key throttle) with a made-up X-Forwarded-For.
         proxy_headers=bool(trusted),
         forwarded_allow_ips=list(trusted),
+        # uvicorn types it as int; it is only ever used as a timeout in seconds.
+        timeout_graceful_shutdown=cast(int, settings.shutdown_grace_s),
     )
 
 

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     confirmation_expiry_interval_s: float = Field(default=60.0, gt=0)
     run_events_heartbeat_s: float = Field(default=15.0, gt=0)
     run_events_poll_s: float = Field(default=1.0, gt=0)
+    # SIGTERM: how long open requests and event streams get to finish before they are
+    # cancelled and the service stops (runs still going end `interrupted` at once).
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
 
     # Router runs: server limits, not App semantics. Request budgets may only narrow them.
     router_max_turns: int = Field(default=16, gt=0)

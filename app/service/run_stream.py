@@ -6,6 +6,8 @@ and the overlap is dropped by `seq`. A finished run replays its stored
 receipts and ends at once. A run executing in this process is followed through
 the hub; one running elsewhere (another replica) by polling the store every
 `poll_s`, until it ends there (or is marked interrupted when its process died).
+When this process shuts down, its own runs end `interrupted` (an `end` event)
+and a stream of a run going on elsewhere gets a final `shutdown` event.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RUNNING, RunRepository
 
 PAGE = 500
+SHUTDOWN = "this service instance is shutting down; reconnect to follow the run"
 
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
-    kind: Literal["receipt", "end", "heartbeat"]
+    kind: Literal["receipt", "end", "heartbeat", "shutdown"]
     data: Mapping[str, Any] | None = None
 
 
@@ -106,6 +109,11 @@ class RunEventStream:
                     status = subscription.ended
                     break
                 if subscription.closed:
+                    # This process is stopping; its own runs ended (`end` above) before
+                    # the hub closed, so this run goes on elsewhere: say so, and close.
+                    yield RunEvent(
+                        "shutdown", {"run_id": run_id, "status": status, "detail": SHUTDOWN}
+                    )
                     return
                 local = self.supervisor.is_active(run_id)
                 if await subscription.wait(self.heartbeat_s if local else self.poll_s):

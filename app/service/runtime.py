@@ -95,6 +95,12 @@ class Runtime:
             return str(exc)
         return None
 
+    async def begin_shutdown(self) -> None:
+        """Stop every run `interrupted` and end every event stream (each with a final
+        event), so that the open requests finish and the service can stop."""
+        await self.runs.aclose()
+        self.events.close()
+
     async def aclose(self) -> None:
         await self.runs.aclose()
         self.events.close()
