@@ -63,6 +63,17 @@ def timed_out(tool: Tool, timeout_s: float, by_deadline: bool) -> CallError:
     return CallError(kind, message, outcome_unknown=unknown)
 
 
+def not_started_in_time(tool: Tool, timeout_s: float, by_deadline: bool) -> CallError:
+    """A sync call whose worker thread never became free within its timeout: it never
+    ran, so its outcome is known (nothing happened) and it may be retried."""
+    limit = "the run's deadline" if by_deadline else f"the tool timeout of {tool.timeout_s:g}s"
+    message = (
+        f"not started: no worker thread was free within {timeout_s:.3g}s ({limit}); "
+        "the call never ran"
+    )
+    return CallError(ErrorKind.DEADLINE if by_deadline else ErrorKind.TIMEOUT, message)
+
+
 def cancelled(call: Call) -> Outcome:
     if call.attempts == 0:
         return Status.SKIPPED, None, CANCELLED_SKIP

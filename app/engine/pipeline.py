@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from time import perf_counter
 from typing import Any
@@ -42,9 +43,10 @@ from app.engine.failures import (
     describe_problems,
     failure_status,
     fingerprint_or_blank,
+    not_started_in_time,
     timed_out,
 )
-from app.engine.invocation import Invoker
+from app.engine.invocation import Invoker, when_thread_ends
 from app.engine.json_output import JSON_CHECK_OPTIONS, json_problem
 from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
 from app.engine.preflight import key_problem
@@ -57,6 +59,7 @@ from app.engine.waiting import wait_all
 from app.engine.watchdog import Watchdog, WatchdogExpired
 
 _dumps = orjson.dumps
+_wrap_future = asyncio.wrap_future
 
 # Builds a NamedTuple (Receipt, AuditEvent) from a tuple of all its fields in
 # order, skipping the generated `__new__`'s Python frame: three per call.
@@ -281,6 +284,8 @@ class CallPipeline:
                     and not await self._admit(call, spec.gate)
                 ):
                     return self._settle(call, out, *deadline_stop(call))
+                # A sync attempt's thread work: its slot is held until the thread ends.
+                work: Future[Any] | None = None
                 try:
                     timeout_s = tool.timeout_s
                     if deadline is not None:
@@ -300,9 +305,12 @@ class CallPipeline:
                         if spec.is_async:
                             output = await spec.function(**args)
                         else:
-                            output = await self._invoker.start(tool.target, args)
+                            work = self._invoker.submit(tool.target, args)
+                            output = await _wrap_future(work)
                     except BaseException as exc:
-                        error = self._attempt_failed(call, exc, timeout_s, watchdog)
+                        # Cancelled here only while still queued: it never started.
+                        started = work is None or not work.cancel()
+                        error = self._attempt_failed(call, exc, timeout_s, watchdog, started)
                         if error is None:
                             raise
                     else:
@@ -314,7 +322,11 @@ class CallPipeline:
                             call.end_attempt()
                 finally:
                     if spec.release is not None:
-                        spec.release()
+                        if work is None or work.done():
+                            spec.release()
+                        else:
+                            # A sync callable runs on after its timeout: the slot counts it.
+                            when_thread_ends(work, spec.release)
                 if error is None:
                     break
                 call.last_error = error
@@ -535,11 +547,17 @@ class CallPipeline:
             call.wait_ms += (perf_counter() - waited_from) * 1000.0
 
     def _attempt_failed(
-        self, call: Call, exc: BaseException, timeout_s: float, watchdog: Watchdog | None
+        self,
+        call: Call,
+        exc: BaseException,
+        timeout_s: float,
+        watchdog: Watchdog | None,
+        started: bool = True,
     ) -> CallError | None:
         """What an attempt's exception means for the call, once its watchdog (None:
         not armed) is disarmed; None: it must propagate (the run itself is being
-        cancelled)."""
+        cancelled). `started`: False for a sync callable still waiting for a worker
+        thread (it never ran)."""
         tool = call.tool
         expired = watchdog is not None and watchdog.disarm(type(exc) is _CancelledError)
         if expired or isinstance(exc, WatchdogExpired):
@@ -552,8 +570,11 @@ class CallPipeline:
                     "attempt": call.attempts,
                     "timeout_s": timeout_s,
                     "limit": "deadline" if by_deadline else "tool",
+                    "started": started,
                 },
             )
+            if not started:
+                return not_started_in_time(tool, timeout_s, by_deadline)
             return timed_out(tool, timeout_s, by_deadline)
         if isinstance(exc, asyncio.CancelledError):
             task = asyncio.current_task()

@@ -1,0 +1,85 @@
+"""Sync callables and admission: a timed-out call's thread keeps its tool's slot until
+it really ends, and a call that never got a worker thread times out "not started"."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.engine.receipt import ErrorKind, Status
+from tests.engine import thread_tools
+from tests.engine.harness import tool
+
+TOOLS_MODULE = "tests.engine.thread_tools"
+SLEEP_S = 0.2
+TIMEOUT_S = 0.02
+
+
+def thread_tool(function: str, **options: Any) -> dict[str, Any]:
+    return tool(function, callable=f"{TOOLS_MODULE}:{function}", **options)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_threads() -> Iterator[None]:
+    thread_tools.reset()
+    yield
+    thread_tools.INSIDE.release.set()
+
+
+async def _until_threads_left(count: int) -> None:
+    for _ in range(1000):  # bounded: the sleeps are short
+        if thread_tools.INSIDE.left >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the tool's threads never ended")
+
+
+async def test_a_timed_out_sync_call_keeps_its_slot_until_its_thread_ends(
+    make_harness: Any,
+) -> None:
+    harness = make_harness(
+        {"held": thread_tool("sleep_inside", timeout_s=TIMEOUT_S, max_concurrency=1)},
+        worker_threads=8,
+    )
+    lanes = [(str(n), [("1", "held", {"seconds": SLEEP_S})]) for n in range(4)]
+
+    outcome = await harness.parallel(lanes, max_concurrency=4)
+    await _until_threads_left(4)
+
+    assert [lane.receipts[0].status for lane in outcome.lanes] == [Status.TIMED_OUT] * 4
+    assert thread_tools.INSIDE.entered == 4
+    assert thread_tools.INSIDE.peak == 1
+
+
+async def test_a_sync_call_that_never_got_a_worker_thread_times_out_not_started(
+    make_harness: Any,
+) -> None:
+    harness = make_harness(
+        {
+            "hold": thread_tool("hold_the_thread", timeout_s=60),
+            "late": thread_tool("never_expected", timeout_s=TIMEOUT_S),
+        },
+        worker_threads=1,
+    )
+    holding = asyncio.create_task(harness.sequential([("1", "hold", {})]))
+    for _ in range(1000):
+        if thread_tools.INSIDE.holding.is_set():
+            break
+        await asyncio.sleep(0.01)
+
+    outcome = await harness.sequential([("1", "late", {})])
+    thread_tools.INSIDE.release.set()
+    await holding
+
+    (receipt,) = outcome.receipts
+    assert receipt.status is Status.TIMED_OUT
+    assert receipt.error is not None
+    assert receipt.error.kind is ErrorKind.TIMEOUT
+    assert receipt.error.message.startswith("not started: no worker thread was free")
+    assert receipt.error.outcome_unknown is False
+    # It never ran, not even once the thread was free again.
+    await harness.sequential([("1", "hold", {})])
+    assert thread_tools.INSIDE.entered == 0
