@@ -233,6 +233,22 @@ async def _complete(
     )
 
 
+async def _as_the_run_is_now(
+    session: AsyncSession, accepted: StoredResponse, run_id: str
+) -> StoredResponse:
+    """The stored 202 of a background run (`{"run_id", "status": "running"}`), with the
+    run's status as stored now and, once it ended, its `call_count`: the 202 is stored
+    when the run starts, and a retry (after a crash, say) must not read `running` for a
+    run that ended."""
+    run = await RunRepository(session).get(run_id)
+    if run is None or not isinstance(accepted.body, dict):
+        return accepted
+    body = {**accepted.body, "status": run.status}
+    if run.status != RUNNING:
+        body["call_count"] = run.call_count
+    return StoredResponse(accepted.status, accepted.headers, body)
+
+
 @dataclass(frozen=True, slots=True)
 class IdempotencyService:
     """`writer`: given, a claimed key's final response is stored in a group commit.
@@ -276,9 +292,12 @@ class IdempotencyService:
                 if row.state != COMPLETED:
                     await self._raise_unanswered(session, row.run_id)
                     raise IdempotencyKeyInUse(row.run_id)
+                stored = StoredResponse.from_row(row)
+                if claim.accepted is not None and row.run_id is not None:
+                    stored = await _as_the_run_is_now(session, stored, row.run_id)
         except SQLAlchemyError as exc:
             raise StorageUnavailable(f"the idempotency key could not be read: {exc}") from exc
-        return StoredResponse.from_row(row)
+        return stored
 
     async def _raise_unanswered(self, session: AsyncSession, run_id: str | None) -> None:
         if self.answering is None or run_id is None:

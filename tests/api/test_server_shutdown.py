@@ -16,9 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
-from tests.api.shutdown_tools import STARTED_DIR_ENV
+from tests.api.shutdown_tools import STARTED_DIR_ENV, write_registry
 from tests.live_server import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,39 +27,9 @@ EXIT_BOUND_S = 30
 TOOL_SLEEP_S = 600.0
 
 
-def _tool(function: str) -> dict[str, Any]:
-    return {
-        "callable": f"tests.api.shutdown_tools:{function}",
-        "description": f"Sleep: {function}.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"label": {"type": "string"}, "seconds": {"type": "number"}},
-            "required": ["label", "seconds"],
-            "additionalProperties": False,
-        },
-        "output_schema": {"type": "object"},
-        "timeout_s": 3600,
-    }
-
-
 @pytest.fixture
 def registry(tmp_path: Path) -> Path:
-    tools = {"slow": _tool("slow"), "slow_sync": _tool("slow_sync")}
-    document = {
-        "subagents": {
-            "sleeper": {
-                "tools": tools,
-                "runner_defaults": {
-                    "allowed_tools": list(tools),
-                    "max_calls": 8,
-                    "tool_timeout_s": 3600,
-                },
-            }
-        }
-    }
-    path = tmp_path / "registry.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return write_registry(tmp_path)
 
 
 def _server(tmp_path: Path, registry: Path, database_url: str, log_name: str) -> ServerProcess:

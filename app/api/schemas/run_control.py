@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
 from app.api.schemas.runs import RunStatus
 
 
 class RunAcceptedOut(BaseModel):
-    """The 202 of `Prefer: respond-async`; `Location` is `/runs/{run_id}`."""
+    """The 202 of `Prefer: respond-async`; `Location` is `/runs/{run_id}`. A replay
+    (`Idempotent-Replayed: true`) says the run's status now, and its `call_count`
+    once it ended."""
 
     run_id: str
-    status: Literal["running"]
+    status: RunStatus
+    call_count: int | None = None
 
 
 class RunStatusOut(BaseModel):

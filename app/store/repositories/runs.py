@@ -4,9 +4,9 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import ScalarSelect, Table, bindparam, func, insert, select, update
 
-from app.store.models import Run, ServiceInstance
+from app.store.models import Receipt, Run, ServiceInstance
 from app.store.repositories.base import Repository, rowcount
 from app.store.repositories.pagination import (
     Keyset,
@@ -19,6 +19,17 @@ from app.store.types import utc_now
 
 RUNNING = "running"
 INTERRUPTED = "interrupted"
+
+
+def planned_receipt_count() -> ScalarSelect[int]:
+    """The stored receipts of the run being updated, without those of calls a callable
+    dispatched: what a run's `call_count` counts when it ends by itself."""
+    return (
+        select(func.count())
+        .select_from(Receipt)
+        .where(Receipt.run_id == Run.id, Receipt.parent_receipt_id.is_(None))
+        .scalar_subquery()
+    )
 
 
 class RunRepository(Repository):
@@ -145,7 +156,8 @@ class RunRepository(Repository):
     async def mark_interrupted_for_dead_instances(
         self, current_instance_id: str, stale_before: datetime, *, now: datetime | None = None
     ) -> int:
-        """Mark `interrupted` the running runs of instances gone or silent since `stale_before`.
+        """Mark `interrupted` the running runs of instances gone or silent since `stale_before`,
+        each with its `call_count` of stored receipts (`planned_receipt_count`).
 
         The current instance's runs are never touched, whatever its heartbeat says.
         """
@@ -159,7 +171,11 @@ class RunRepository(Repository):
                 Run.instance_id != current_instance_id,
                 Run.instance_id.not_in(live_instances),
             )
-            .values(status=INTERRUPTED, finished_at=now or utc_now())
+            .values(
+                status=INTERRUPTED,
+                finished_at=now or utc_now(),
+                call_count=planned_receipt_count(),
+            )
             .execution_options(synchronize_session="fetch")
         )
         return rowcount(result)
