@@ -36,6 +36,7 @@ from app.service.idempotency import IdempotencyClaim
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
 from app.service.rejection_audit import RejectionAudit, rejection_detail
+from app.service.run_context import ContextRedaction
 from app.service.run_records import record_run_start
 from app.service.writer import GroupCommitWriter
 
@@ -57,9 +58,11 @@ class PlanService:
     max_stored_output_bytes: int
     # Rows for rejected plans: sanitized, bounded per caller (`rejection_audit`).
     rejections: RejectionAudit = field(init=False)
+    context_redaction: ContextRedaction = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rejections", RejectionAudit(self.writer.emit_row, PLAN_REJECTED))
+        object.__setattr__(self, "context_redaction", ContextRedaction(self.contract))
 
     async def open_sequential(
         self,
@@ -177,6 +180,7 @@ class PlanService:
         """The run's identity, and its start's future when `deferred_start` (the start
         is queued, not committed yet), else None (committed)."""
         run_id = new_run_id()
+        stored_context = self.context_redaction.stored(owner, context)
         started = await record_run_start(
             self.sessions,
             run_id=run_id,
@@ -190,6 +194,7 @@ class PlanService:
             request_digest=digest,
             writer=self.writer,
             committed_first=not deferred_start,
+            context=stored_context,
         )
         bind_run(run_id, caller)
         self.writer.emit_row(
@@ -201,7 +206,7 @@ class PlanService:
                 "tool": None,
                 "call_key": None,
                 "item_key": None,
-                "detail": {"plan_kind": kind, "owner": owner},
+                "detail": {"plan_kind": kind, "owner": owner, "context": stored_context},
             }
         )
         identity = RunIdentity(

@@ -91,6 +91,7 @@ class ReadService:
         view["receipt_counts"] = dict.fromkeys(RECEIPT_STATUSES, 0) | counts
         view["receipt_count"] = sum(counts.values())
         view["outcome"] = run.outcome
+        view["context"] = run.context
         return view
 
     async def list_runs(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,10 +36,12 @@ async def record_run_start(
     request_digest: str | None = None,
     writer: GroupCommitWriter | None = None,
     committed_first: bool = True,
+    context: Mapping[str, Any] | None = None,
 ) -> asyncio.Future[None] | None:
     """Commit the `running` row, and claim the idempotency key in the same transaction.
 
     `request_digest` identifies the request for a later resume (the body is never stored).
+    `context`: the plan's context as it may be stored (redacted: `app.service.run_context`).
     Given a `writer`, the start (and its claim) shares a group commit with other rows.
 
     Committed before the first call runs, so a crash leaves a trace; returns None.
@@ -55,6 +58,7 @@ async def record_run_start(
         caller=caller,
         parallel_batch_id=parallel_batch_id,
         request_digest=request_digest,
+        context=context,
     )
     if writer is not None:
         if claim is not None:
@@ -94,10 +98,12 @@ def run_start_row(
     caller: str | None,
     parallel_batch_id: str | None,
     request_digest: str | None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A `running` run row for `GroupCommitWriter.start_run`, started now."""
     now = datetime.now(UTC)
     return {
+        "context": None if context is None else dict(context),
         "id": run_id,
         "kind": kind,
         "owner": owner,

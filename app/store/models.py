@@ -106,6 +106,8 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     started_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
+    # The plan's `context`, redacted (`app.service.run_context`); NULL without one.
+    context: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
 
 
 # The receipts the index on `(status, created_at, id)` holds: those that did not

@@ -105,6 +105,9 @@ class RunOut(RunSummaryOut):
     receipt_counts: dict[str, int] = Field(description="Stored receipts by status.")
     receipt_count: int
     outcome: dict[str, Any] | None = Field(description="A router run's stored outcome.")
+    context: dict[str, Any] | None = Field(
+        description="The plan's `context` (e.g. `trace_id`), redacted; null without one."
+    )
 
 
 class StoredReceiptOut(BaseModel):
