@@ -107,6 +107,9 @@ class RunRepository(Repository):
         }
         if call_count is not None:
             values["call_count"] = call_count
+        elif status == INTERRUPTED:
+            # Nobody counted the calls of a run that broke off: its stored receipts did.
+            values["call_count"] = planned_receipt_count()
         result = await self.session.execute(update(Run).where(Run.id == run_id).values(values))
         return rowcount(result) == 1
 
