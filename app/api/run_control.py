@@ -6,7 +6,9 @@ too (its waiting calls are refused). The events stream sends every receipt of
 the run once, as it becomes durable (`event: receipt`, the stored redacted
 copy), in completion order, then `event: end` with `{"run_id", "status"}`, and
 closes; a late client first gets what already happened. Comment lines keep
-idle connections alive.
+idle connections alive. When the service shuts down, its runs end
+`interrupted` (`end`); a stream of a run executing in another instance ends
+with `event: shutdown` (`{"run_id", "status", "detail"}`): reconnect.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ async def cancel_run(
     response_class=StreamingResponse,
     responses={
         200: {
-            "description": "text/event-stream: `receipt` events, then one `end` event.",
+            "description": "text/event-stream: `receipt` events, then one `end` event "
+            "(or, when this instance shuts down while the run goes on in another, one "
+            "`shutdown` event).",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         **RUN_PROBLEMS,
