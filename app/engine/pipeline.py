@@ -579,7 +579,11 @@ class CallPipeline:
         if isinstance(exc, asyncio.CancelledError):
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                call.interrupted = True
+                if started:
+                    call.interrupted = True
+                else:
+                    # Never began: the call reads as not started (or stopped between attempts).
+                    call.attempts -= 1
                 return None
             return CallError(ErrorKind.EXCEPTION, "CancelledError raised by the callable")
         # A callable's SystemExit or KeyboardInterrupt is its own failure too.

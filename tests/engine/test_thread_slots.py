@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.engine.ports import AuditKind
 from app.engine.receipt import ErrorKind, Status
 from tests.engine import thread_tools
 from tests.engine.harness import tool
@@ -82,4 +83,41 @@ async def test_a_sync_call_that_never_got_a_worker_thread_times_out_not_started(
     assert receipt.error.outcome_unknown is False
     # It never ran, not even once the thread was free again.
     await harness.sequential([("1", "hold", {})])
+    assert thread_tools.INSIDE.entered == 0
+
+
+async def test_a_sync_call_cancelled_while_waiting_for_a_thread_is_not_started(
+    make_harness: Any,
+) -> None:
+    harness = make_harness(
+        {
+            "hold": thread_tool("hold_the_thread", timeout_s=60),
+            "late": thread_tool("never_expected", timeout_s=60),
+        },
+        worker_threads=1,
+    )
+    holding = asyncio.create_task(harness.sequential([("1", "hold", {})]))
+    for _ in range(1000):
+        if thread_tools.INSIDE.holding.is_set():
+            break
+        await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(harness.sequential([("1", "late", {})]))
+    for _ in range(1000):
+        if any(event.tool == "late" for event in harness.events(AuditKind.CALL_STARTED)):
+            break
+        await asyncio.sleep(0.01)
+
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    thread_tools.INSIDE.release.set()
+    await holding
+    await harness.sequential([("1", "hold", {})])
+
+    (receipt,) = [r for r in harness.receipts.receipts if r.tool == "late"]
+    assert receipt.status is Status.SKIPPED
+    assert receipt.error is not None
+    assert receipt.error.kind is ErrorKind.CANCELLED
+    assert receipt.error.message.startswith("not started")
+    assert receipt.error.outcome_unknown is False
     assert thread_tools.INSIDE.entered == 0
