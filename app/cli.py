@@ -179,7 +179,6 @@ async def _prepare_database(url: str) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    import uvicorn
 
     from app.api.app import create_app
     from app.api.server import GracefulServer

@@ -308,9 +308,11 @@ class CallPipeline:
                             work = self._invoker.submit(tool.target, args)
                             output = await _wrap_future(work)
                     except BaseException as exc:
-                        # Cancelled here only while still queued: it never started.
-                        started = work is None or not work.cancel()
-                        error = self._attempt_failed(call, exc, timeout_s, watchdog, started)
+                        # A thread's work cancels here only while still queued: it never
+                        # started. (Inline, not a local: the coroutine's size, above.)
+                        error = self._attempt_failed(
+                            call, exc, timeout_s, watchdog, work is None or not work.cancel()
+                        )
                         if error is None:
                             raise
                     else:
