@@ -46,7 +46,12 @@ from app.service.run_stream import RunEvent, RunEventStream
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 RunPath = Annotated[Text, Path()]
-START_SCOPES = {"sequential": PLANS_EXECUTE, "parallel": PLANS_EXECUTE, "router": ROUTER_RUN}
+START_SCOPES = {
+    "sequential": PLANS_EXECUTE,
+    "parallel": PLANS_EXECUTE,
+    "router": ROUTER_RUN,
+    "mcp": PLANS_EXECUTE,
+}
 HEARTBEAT = b": keep-alive\n\n"
 _PROBLEM = {"model": ProblemOut, "content": {PROBLEM_MEDIA_TYPE: {}}}
 

@@ -8,7 +8,7 @@ from app.engine.preflight import PlanProblem
 from app.observability.labels import Children, Vocabulary
 from app.observability.metrics import PLANS, PREFLIGHT_REJECTIONS
 
-PLAN_KINDS = Vocabulary(("sequential", "parallel"))
+PLAN_KINDS = Vocabulary(("sequential", "parallel", "mcp"))
 PLAN_STATUSES = Vocabulary(("succeeded", "failed", "cancelled", "interrupted"))
 _PLANS = Children(PLANS)
 

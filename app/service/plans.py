@@ -33,6 +33,7 @@ from app.observability.context import bind_run
 from app.observability.plans import record_plan_rejected
 from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
+from app.service.mcp_call_run import MCP, McpCallRun
 from app.service.plan_digest import plan_digest
 from app.service.plan_runs import ParallelRun, SequentialRun
 from app.service.rejection_audit import RejectionAudit, rejection_detail
@@ -148,6 +149,40 @@ class PlanService:
         """Preflight's problems in the parts of a plan a body of the wrong shape
         still gave (nothing is recorded: the body was no plan)."""
         return readable_problems(readable, self.contract, self.limits)
+
+    async def open_mcp_call(
+        self, owner: str, tool: str, args: Mapping[str, Any], caller: str | None
+    ) -> McpCallRun:
+        """A one-call run of kind `mcp`: `tool` with `args`, as `owner`; the call's key
+        is the tool's name. Preflighted and recorded as `open_sequential` (the caller
+        waits for its end, with no idempotency key).
+
+        Raises PlanRejected (nothing recorded but the audit event), StorageUnavailable.
+        """
+        plan = SequentialPlan(owner, (PlannedCall(tool, tool, args),))
+        checked = preflight_sequential(plan, self.contract, self.limits)
+        if checked.problems:
+            self._reject(MCP, owner, caller, checked.problems)
+        identity, started = await self._open_run(
+            MCP,
+            plan_digest(plan),
+            owner,
+            caller,
+            plan.context,
+            None,
+            None,
+            self._reads_only(plan.calls),
+        )
+        return McpCallRun(
+            self.engine,
+            self.sessions,
+            identity,
+            plan,
+            checked.admitted,
+            max_stored_output_bytes=self.max_stored_output_bytes,
+            writer=self.writer,
+            started=started,
+        )
 
     def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:
         """Whether every call names a tool declared `effect: read` (preflight passed)."""

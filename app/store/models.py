@@ -41,7 +41,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-RUN_KINDS = ("sequential", "parallel", "router")
+RUN_KINDS = ("sequential", "parallel", "router", "mcp")
 RUN_STATUSES = (
     "running",
     "succeeded",

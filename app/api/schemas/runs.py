@@ -12,7 +12,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 from app.api.problems import PROBLEM_MEDIA_TYPE, ProblemOut
 from app.api.schemas.plans import CallErrorOut
 
-RunKind = Literal["sequential", "parallel", "router"]
+RunKind = Literal["sequential", "parallel", "router", "mcp"]
 RunStatus = Literal[
     "running",
     "succeeded",
