@@ -26,6 +26,7 @@ from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
 from app.api.console import install_console
 from app.api.cors import allow_cors
+from app.api.mcp import McpEndpoint
 from app.api.openapi import install_openapi
 from app.api.problems import install_problem_handlers
 from app.api.transport_guard import TransportGuard
@@ -52,9 +53,15 @@ def create_app(
     resolved = settings or Settings()
     if tracing is None:
         tracing = tracing_from_environment(os.environ, payloads=resolved.trace_payloads)
+    mcp = McpEndpoint(open_mode=resolved.api_keys is None, max_body_bytes=resolved.max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with mcp.running(), service_lifespan(app):
+            yield
+
+    @asynccontextmanager
+    async def service_lifespan(app: FastAPI) -> AsyncIterator[None]:
         loaded = contract or load_contract(resolved.registries, resolved.allowed_modules)
         keyring = load_keys(resolved.api_keys) if resolved.api_keys is not None else None
         install_auth(
@@ -123,6 +130,7 @@ def create_app(
         metrics,
     ):
         add_routes(app, api.router)
+    app.router.routes.append(mcp.route())
     install_console(app)
     add_routes(app, documentation.router)
     return app
