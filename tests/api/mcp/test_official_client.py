@@ -1,0 +1,203 @@
+"""`/mcp/{owner}` end to end: the official Python SDK's client against `toolloop serve`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import mcp_types as types
+import orjson
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from app.engine.redaction import REDACTED
+from tests.api.mcp.conftest import Served
+from tests.api.mcp.official_client import MODES, connected
+from tests.api.mcp.registry import ALLOWED, OWNER
+
+pytestmark = pytest.mark.parametrize("mode", MODES)
+
+RUN_ID = "toolloop/run_id"
+RECEIPT_ID = "toolloop/receipt_id"
+
+
+def _run_id(result: types.CallToolResult) -> str:
+    assert result.meta is not None
+    run_id: str = result.meta[RUN_ID]
+    return run_id
+
+
+def _text(result: types.CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def _mcp_runs(served: Served) -> list[dict[str, Any]]:
+    response = served.get("/runs?kind=mcp&limit=500")
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+async def test_the_tools_are_the_owners_allowed_tools_with_schemas_and_annotations(
+    open_server: Served, mode: str
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    assert list(listed) == ALLOWED  # `hidden` is declared but not allowed
+    shout = listed["shout"]
+    assert shout.description == "Upper-case the text, repeated."
+    assert shout.input_schema["properties"]["times"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 3,
+    }
+    assert shout.output_schema == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
+    hints = {
+        name: tool.annotations.model_dump(by_alias=True, exclude_none=True)
+        for name, tool in listed.items()
+        if tool.annotations is not None
+    }
+    assert hints["shout"] == {"readOnlyHint": True}
+    assert hints["count_words"] == {
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": True,
+    }
+    assert hints["explode"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+    }
+
+
+async def test_a_call_answers_structured_content_and_is_an_mcp_run_with_its_receipt(
+    open_server: Served, mode: str
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("shout", {"text": "hi", "times": 2})
+
+    assert not result.is_error
+    assert result.structured_content == {"text": "HI HI"}
+    assert orjson.loads(_text(result)) == {"text": "HI HI"}
+    run_id = _run_id(result)
+    run = open_server.get(f"/runs/{run_id}").json()
+    assert (run["kind"], run["owner"], run["status"]) == ("mcp", OWNER, "succeeded")
+    assert run["receipt_count"] == run["receipt_counts"]["succeeded"] == 1
+    (receipt,) = open_server.get(f"/runs/{run_id}/receipts").json()["items"]
+    assert receipt["receipt_id"] == result.meta[RECEIPT_ID]  # type: ignore[index]
+    assert (receipt["tool"], receipt["output"]) == ("shout", {"text": "HI HI"})
+    audit = open_server.get(f"/runs/{run_id}/audit").json()["items"]
+    accepted = next(event for event in audit if event["kind"] == "plan.accepted")
+    assert accepted["detail"] == {"plan_kind": "mcp", "owner": OWNER}
+
+
+async def test_an_output_that_is_not_an_object_is_wrapped_as_the_schema_says(
+    open_server: Served, mode: str
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("count_words", {"text": "one two three"})
+
+    assert listed["count_words"].output_schema == {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "additionalProperties": False,
+    }
+    assert result.structured_content == {"result": 3}
+    assert not result.is_error
+
+
+async def test_invalid_arguments_run_nothing_and_name_every_problem(
+    open_server: Served, mode: str
+) -> None:
+    before = _mcp_runs(open_server)
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("shout", {"text": "", "times": 9, "loud": True})
+
+    assert result.is_error
+    lines = _text(result).splitlines()
+    assert lines[0] == "The arguments are invalid; nothing ran."
+    pointers = sorted(line.split(":", 1)[0] for line in lines[1:])
+    assert pointers == ["- /arguments", "- /arguments/text", "- /arguments/times"]
+    assert "loud" in _text(result)
+    assert _mcp_runs(open_server) == before
+
+
+async def test_a_failing_tool_is_an_error_result_with_its_receipts_error(
+    open_server: Served, mode: str
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("explode", {"text": "fuse"})
+
+    assert result.is_error
+    assert result.structured_content is None
+    run_id = _run_id(result)
+    (receipt,) = open_server.get(f"/runs/{run_id}/receipts").json()["items"]
+    assert receipt["status"] == "failed"
+    assert receipt["error"]["message"] in _text(result)
+    assert "the tool exploded on 'fuse'" in _text(result)
+    assert open_server.get(f"/runs/{run_id}").json()["status"] == "failed"
+
+
+async def test_a_tool_that_needs_approval_never_runs_and_says_how_it_is_approved(
+    open_server: Served, mode: str
+) -> None:
+    before = _mcp_runs(open_server)
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("transfer", {"amount": 100})
+
+    assert result.is_error
+    text = _text(result)
+    assert "nothing ran" in text
+    assert "POST /runs/{run_id}/confirmations/{confirmation_id}" in text
+    assert _mcp_runs(open_server) == before
+    assert open_server.get("/receipts?tool=transfer").json()["items"] == []
+
+
+async def test_a_tool_outside_allowed_tools_is_unknown(open_server: Served, mode: str) -> None:
+    async with connected(open_server.url(), mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("hidden", {"text": "x"})
+    assert raised.value.code == types.INVALID_PARAMS
+    assert "hidden" in raised.value.message
+
+
+async def test_the_stored_receipt_is_redacted(open_server: Served, mode: str) -> None:
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("sign", {"text": "memo"})
+
+    assert not result.is_error
+    (receipt,) = open_server.get(f"/runs/{_run_id(result)}/receipts").json()["items"]
+    assert receipt["output"] == {"text": "memo", "token": REDACTED}
+
+
+def test_an_unknown_owner_is_a_404_problem(open_server: Served, mode: str) -> None:
+    response = httpx.post(
+        open_server.url("nobody"),
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["detail"] == "There is no owner with this name."
+
+
+def test_without_keys_a_foreign_origin_or_host_is_refused(open_server: Served, mode: str) -> None:
+    for headers in ({"Origin": "http://attacker.example"}, {"Host": "attacker.example"}):
+        response = httpx.post(
+            open_server.url(),
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream", **headers},
+            timeout=30,
+        )
+        assert response.status_code == 403, headers
+        assert response.headers["content-type"] == "application/problem+json"
