@@ -40,6 +40,9 @@ class Served:
     def get(self, path: str, key_name: str | None = None) -> httpx.Response:
         return httpx.get(f"{self.base}{path}", headers=self.headers(key_name), timeout=30)
 
+    def post(self, path: str, key_name: str | None = None) -> httpx.Response:
+        return httpx.post(f"{self.base}{path}", headers=self.headers(key_name), timeout=30)
+
 
 def _serve(directory: Path, database_url: str, env: dict[str, str]) -> Iterator[str]:
     registry = write_registry(directory)
