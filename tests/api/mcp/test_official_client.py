@@ -201,3 +201,22 @@ def test_without_keys_a_foreign_origin_or_host_is_refused(open_server: Served, m
         )
         assert response.status_code == 403, headers
         assert response.headers["content-type"] == "application/problem+json"
+
+
+def _plans_counted(served: Served, kind: str, status: str) -> float:
+    line = f'toolloop_plans_total{{kind="{kind}",status="{status}"}} '
+    for text in served.get("/metrics").text.splitlines():
+        if text.startswith(line):
+            return float(text[len(line) :])
+    return 0.0
+
+
+async def test_calls_are_counted_as_plans_of_kind_mcp(open_server: Served, mode: str) -> None:
+    succeeded = _plans_counted(open_server, "mcp", "succeeded")
+    rejected = _plans_counted(open_server, "mcp", "rejected")
+    async with connected(open_server.url(), mode) as client:
+        await client.call_tool("shout", {"text": "count me"})
+        await client.call_tool("shout", {"text": ""})
+
+    assert _plans_counted(open_server, "mcp", "succeeded") == succeeded + 1
+    assert _plans_counted(open_server, "mcp", "rejected") == rejected + 1
