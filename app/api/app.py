@@ -53,7 +53,11 @@ def create_app(
     resolved = settings or Settings()
     if tracing is None:
         tracing = tracing_from_environment(os.environ, payloads=resolved.trace_payloads)
-    mcp = McpEndpoint(open_mode=resolved.api_keys is None, max_body_bytes=resolved.max_body_bytes)
+    mcp = McpEndpoint(
+        open_mode=resolved.api_keys is None,
+        max_body_bytes=resolved.max_body_bytes,
+        max_json_depth=resolved.max_json_depth,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -5,7 +5,8 @@ transport for it and drops it after), so any process of the service answers
 any request and nothing is kept between them (docs/decisions.md, "ToolLoop as
 an MCP server"). Before the MCP layer sees a request, the endpoint answers as
 the rest of the API does, in problem+json: 401 without a valid key, 403 without
-`plans:execute`, 404 for an owner the contract does not declare. In open mode
+`plans:execute`, 404 for an owner the contract does not declare, 413 and 422
+for a body over the size or nesting limits, or not JSON. In open mode
 (no keys), a request must name a loopback `Host`, and an `Origin`, when sent,
 a loopback one: a page in a browser cannot reach the endpoint by rebinding a
 name to 127.0.0.1.
@@ -20,14 +21,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import mcp_types as types
+import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app.api.auth import PLANS_EXECUTE, is_loopback_host, require_scope
+from app.api.body import read_json
 from app.api.deps import get_runtime
 from app.api.mcp.caller import OWNER_STATE, McpCaller
 from app.api.mcp.tool_calls import call_tool
@@ -65,8 +68,10 @@ def mcp_server() -> Server[Any]:
 class McpEndpoint:
     """The ASGI app behind `/mcp/{owner}`; `running()` belongs in the app's lifespan."""
 
-    def __init__(self, *, open_mode: bool, max_body_bytes: int) -> None:
+    def __init__(self, *, open_mode: bool, max_body_bytes: int, max_json_depth: int) -> None:
         self._open_mode = open_mode
+        self._max_body_bytes = max_body_bytes
+        self._max_json_depth = max_json_depth
         self._sessions = StreamableHTTPSessionManager(
             app=mcp_server(),
             json_response=True,
@@ -112,7 +117,25 @@ class McpEndpoint:
         if owner not in runtime.contract.owners:
             raise NotFound("There is no owner with this name.")
         request.scope["state"][OWNER_STATE] = owner
+        if request.method == "POST":
+            receive = await self._body_within_limits(request, receive)
         await self._sessions.handle_request(scope, receive, send)
+
+    async def _body_within_limits(self, request: Request, receive: Receive) -> Receive:
+        """Read the body under the API's limits (413 and 422 problems, as for a plan),
+        and hand it on to the SDK, which reads it again."""
+        data = await read_json(request, self._max_body_bytes, self._max_json_depth)
+        body = orjson.dumps(data)
+        handed = False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if handed:
+                return await receive()  # the client's disconnect
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
 
 
 def _check_loopback(request: Request) -> None:

@@ -220,3 +220,35 @@ async def test_calls_are_counted_as_plans_of_kind_mcp(open_server: Served, mode:
 
     assert _plans_counted(open_server, "mcp", "succeeded") == succeeded + 1
     assert _plans_counted(open_server, "mcp", "rejected") == rejected + 1
+
+
+def _post_call(served: Served, arguments: Any) -> httpx.Response:
+    return httpx.post(
+        served.url(),
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "shout", "arguments": arguments},
+        },
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        },
+        timeout=30,
+    )
+
+
+def test_a_body_nested_past_the_apis_limit_is_a_problem_and_runs_nothing(
+    open_server: Served, mode: str
+) -> None:
+    before = _mcp_runs(open_server)
+    nested: Any = "deep"
+    for _ in range(100):
+        nested = [nested]
+    too_deep = _post_call(open_server, {"text": nested})
+
+    assert too_deep.status_code == 422
+    assert too_deep.headers["content-type"] == "application/problem+json"
+    assert "nests deeper than" in too_deep.json()["detail"]
+    assert _mcp_runs(open_server) == before
