@@ -60,7 +60,13 @@ async def call_tool(
     pending = awaiting_approval(response)
     if pending is not None:
         return pending
-    return _from_receipt(tool, result.run_id, response["receipts"][0])
+    receipts = response.get("receipts") or ()
+    if not receipts:  # stopped before its call began (cancelled, or the service stopping)
+        return error_result(
+            f"The run ended {result.status} before the call ran. Run {result.run_id}.",
+            run_id=result.run_id,
+        )
+    return _from_receipt(tool, result.run_id, receipts[0])
 
 
 def _allowed_tool(caller: McpCaller, name: str) -> Tool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 
@@ -23,3 +25,12 @@ def sign(text: str) -> dict[str, Any]:
 
 def transfer(amount: int) -> dict[str, Any]:
     raise AssertionError("a tool that needs approval ran unapproved")
+
+
+async def wait_for_file(path: str) -> dict[str, Any]:
+    """Return once `path` exists (the test creates it, or cancels the call first)."""
+    for _ in range(3000):  # a bound on the wait, not a timing assertion
+        if await asyncio.to_thread(Path(path).exists):
+            return {"path": path}
+        await asyncio.sleep(0.01)
+    raise TimeoutError(f"{path} never appeared")

@@ -61,9 +61,20 @@ TOOLS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     ),
+    "wait_for_file": _tool(
+        "wait_for_file",
+        "Wait until a file exists.",
+        effect="read",
+        input_schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
     "hidden": _tool("shout", "Declared, but not in allowed_tools."),
 }
-ALLOWED = ["shout", "count_words", "explode", "sign", "transfer"]
+ALLOWED = ["shout", "count_words", "explode", "sign", "transfer", "wait_for_file"]
 OWNER = "desk"
 
 

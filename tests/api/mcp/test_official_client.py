@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -252,3 +254,26 @@ def test_a_body_nested_past_the_apis_limit_is_a_problem_and_runs_nothing(
     assert too_deep.headers["content-type"] == "application/problem+json"
     assert "nests deeper than" in too_deep.json()["detail"]
     assert _mcp_runs(open_server) == before
+
+
+async def test_a_call_whose_run_is_cancelled_is_an_error_result(
+    open_server: Served, mode: str, tmp_path: Path
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        call = asyncio.create_task(
+            client.call_tool("wait_for_file", {"path": str(tmp_path / "never")})
+        )
+        running: list[dict[str, Any]] = []
+        for _ in range(600):  # a bound on the wait, not a timing assertion
+            running = open_server.get("/runs?kind=mcp&status=running").json()["items"]
+            if running or call.done():
+                break
+            await asyncio.sleep(0.05)
+        (run,) = running
+        assert open_server.post(f"/runs/{run['run_id']}/cancel").status_code == 200
+        result = await call
+
+    assert result.is_error
+    assert _run_id(result) == run["run_id"]
+    assert "cancelled" in _text(result)
+    assert open_server.get(f"/runs/{run['run_id']}").json()["status"] == "cancelled"
