@@ -6,7 +6,8 @@ any request and nothing is kept between them (docs/decisions.md, "ToolLoop as
 an MCP server"). Before the MCP layer sees a request, the endpoint answers as
 the rest of the API does, in problem+json: 401 without a valid key, 403 without
 `plans:execute`, 404 for an owner the contract does not declare, 413 and 422
-for a body over the size or nesting limits, or not JSON. In open mode
+for a body over the size or nesting limits, or not JSON, 405 for a method
+other than POST (no stream for server messages, no session to end). In open mode
 (no keys), a request must name a loopback `Host`, and an `Origin`, when sent,
 a loopback one: a page in a browser cannot reach the endpoint by rebinding a
 name to 127.0.0.1.
@@ -25,6 +26,7 @@ import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
@@ -116,9 +118,11 @@ class McpEndpoint:
         owner = request.path_params["owner"]
         if owner not in runtime.contract.owners:
             raise NotFound("There is no owner with this name.")
+        if request.method != "POST":
+            # Stateless: no stream for the server's own messages, no session to end.
+            raise HTTPException(405, "The MCP endpoint takes POST alone.", {"Allow": "POST"})
         request.scope["state"][OWNER_STATE] = owner
-        if request.method == "POST":
-            receive = await self._body_within_limits(request, receive)
+        receive = await self._body_within_limits(request, receive)
         await self._sessions.handle_request(scope, receive, send)
 
     async def _body_within_limits(self, request: Request, receive: Receive) -> Receive:

@@ -72,9 +72,12 @@ TOOLS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     ),
+    "remember": _tool(
+        "shout", "Upper-case the text, once per text.", cacheable=True, effect="read"
+    ),
     "hidden": _tool("shout", "Declared, but not in allowed_tools."),
 }
-ALLOWED = ["shout", "count_words", "explode", "sign", "transfer", "wait_for_file"]
+ALLOWED = ["shout", "count_words", "explode", "sign", "transfer", "wait_for_file", "remember"]
 OWNER = "desk"
 
 

@@ -117,6 +117,20 @@ async def test_an_output_that_is_not_an_object_is_wrapped_as_the_schema_says(
     assert not result.is_error
 
 
+async def test_a_cacheable_tool_answers_a_repeated_call_from_the_cache(
+    open_server: Served, mode: str
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        first = await client.call_tool("remember", {"text": f"once {mode}"})
+        second = await client.call_tool("remember", {"text": f"once {mode}"})
+
+    assert first.structured_content == second.structured_content == {"text": f"ONCE {mode}".upper()}
+    receipts = open_server.get(f"/runs/{_run_id(second)}/receipts")
+    assert receipts.status_code == 200, receipts.text
+    (receipt,) = receipts.json()["items"]
+    assert receipt["cache_hit"] is True
+
+
 async def test_invalid_arguments_run_nothing_and_name_every_problem(
     open_server: Served, mode: str
 ) -> None:
@@ -179,6 +193,16 @@ async def test_the_stored_receipt_is_redacted(open_server: Served, mode: str) ->
     assert not result.is_error
     (receipt,) = open_server.get(f"/runs/{_run_id(result)}/receipts").json()["items"]
     assert receipt["output"] == {"text": "memo", "token": REDACTED}
+
+
+def test_a_method_other_than_post_is_405(open_server: Served, mode: str) -> None:
+    for method in ("GET", "DELETE"):
+        response = httpx.request(
+            method, open_server.url(), headers={"Accept": "text/event-stream"}, timeout=30
+        )
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "POST"
+        assert response.headers["content-type"] == "application/problem+json"
 
 
 def test_an_unknown_owner_is_a_404_problem(open_server: Served, mode: str) -> None:
