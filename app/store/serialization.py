@@ -30,5 +30,9 @@ def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
-def loads(data: str | bytes) -> Any:
+def loads(data: str | bytes | int | float) -> Any:
+    # SQLite gives a column declared JSON numeric affinity: a document that is a
+    # bare number ("3") comes back as that number, not as its text.
+    if isinstance(data, (int, float)):
+        return data
     return orjson.loads(data)
