@@ -115,6 +115,8 @@ async def test_an_output_that_is_not_an_object_is_wrapped_as_the_schema_says(
     }
     assert result.structured_content == {"result": 3}
     assert not result.is_error
+    (receipt,) = open_server.get(f"/runs/{_run_id(result)}/receipts").json()["items"]
+    assert receipt["output"] == 3  # stored as the tool returned it
 
 
 async def test_a_cacheable_tool_answers_a_repeated_call_from_the_cache(
