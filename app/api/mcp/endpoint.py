@@ -143,9 +143,16 @@ class McpEndpoint:
 
 
 def _check_loopback(request: Request) -> None:
-    host = urlsplit(f"//{request.headers.get('host', '')}").hostname or ""
-    if not is_loopback_host(host):
+    if not is_loopback_host(_hostname(f"//{request.headers.get('host', '')}")):
         raise Forbidden("Without API keys, the MCP endpoint answers only loopback Host names.")
     origin = request.headers.get("origin")
-    if origin is not None and not is_loopback_host(urlsplit(origin).hostname or ""):
+    if origin is not None and not is_loopback_host(_hostname(origin)):
         raise Forbidden("Without API keys, the MCP endpoint answers only loopback origins.")
+
+
+def _hostname(url: str) -> str:
+    """The URL's host name; empty (not loopback) when the URL is malformed."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""

@@ -220,7 +220,12 @@ def test_an_unknown_owner_is_a_404_problem(open_server: Served, mode: str) -> No
 
 
 def test_without_keys_a_foreign_origin_or_host_is_refused(open_server: Served, mode: str) -> None:
-    for headers in ({"Origin": "http://attacker.example"}, {"Host": "attacker.example"}):
+    for headers in (
+        {"Origin": "http://attacker.example"},
+        {"Host": "attacker.example"},
+        {"Host": "[::1"},
+        {"Origin": "http://[::1"},
+    ):
         response = httpx.post(
             open_server.url(),
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
