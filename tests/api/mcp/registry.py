@@ -72,12 +72,33 @@ TOOLS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     ),
+    "wait_briefly": _tool(
+        "wait_for_file",
+        "Wait for a file, for a fifth of a second at most.",
+        effect="read",
+        timeout_s=0.2,
+        input_schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
     "remember": _tool(
         "shout", "Upper-case the text, once per text.", cacheable=True, effect="read"
     ),
     "hidden": _tool("shout", "Declared, but not in allowed_tools."),
 }
-ALLOWED = ["shout", "count_words", "explode", "sign", "transfer", "wait_for_file", "remember"]
+ALLOWED = [
+    "shout",
+    "count_words",
+    "explode",
+    "sign",
+    "transfer",
+    "wait_for_file",
+    "wait_briefly",
+    "remember",
+]
 OWNER = "desk"
 
 

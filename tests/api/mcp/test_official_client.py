@@ -165,6 +165,18 @@ async def test_a_failing_tool_is_an_error_result_with_its_receipts_error(
     assert open_server.get(f"/runs/{run_id}").json()["status"] == "failed"
 
 
+async def test_a_call_past_its_timeout_is_an_error_result_with_a_timed_out_receipt(
+    open_server: Served, mode: str, tmp_path: Path
+) -> None:
+    async with connected(open_server.url(), mode) as client:
+        result = await client.call_tool("wait_briefly", {"path": str(tmp_path / "never")})
+
+    assert result.is_error
+    (receipt,) = open_server.get(f"/runs/{_run_id(result)}/receipts").json()["items"]
+    assert receipt["status"] == "timed_out"
+    assert receipt["error"]["message"] in _text(result)
+
+
 async def test_a_tool_that_needs_approval_never_runs_and_says_how_it_is_approved(
     open_server: Served, mode: str
 ) -> None:
