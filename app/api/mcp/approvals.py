@@ -1,13 +1,9 @@
 """Calls of `requires_confirmation` tools from MCP: never run unapproved.
 
-A run that reaches such a call comes back `pending` (DESIGN §7); the MCP
-client gets an error result that says the call waits for a person's approval,
-names the run and the confirmation, and how to approve (`awaiting_approval`).
-
-`refused_unapproved` refuses such a tool before any run is opened. It holds
-until the engine pauses these calls on every path; once it does, the call to
-`refused_unapproved` in `tool_calls` goes, and the run's own `pending` answer
-reaches the client through `awaiting_approval`.
+The engine's gate holds such a call on every path: the one-call run comes back
+`pending` (DESIGN §7), and the MCP client gets an error result that says the call
+waits for a person's approval, names the run and the confirmation, and how to
+approve (`awaiting_approval`). Once approved, the run continues in the background.
 """
 
 from __future__ import annotations
@@ -16,21 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
-
-from app.contract import Tool
-
-
-def refused_unapproved(tool: Tool) -> types.CallToolResult | None:
-    """An error result for a tool that needs approval (nothing ran), else None."""
-    if not tool.requires_confirmation:
-        return None
-    return error_result(
-        f"The tool {tool.id!r} runs only once a person approves the call, and this "
-        "service cannot hold a call from MCP for approval: nothing ran. Run it as a "
-        "plan (POST /plans/sequential): the run answers `pending` with a confirmation "
-        "id, a person approves with POST /runs/{run_id}/confirmations/{confirmation_id}, "
-        "and GET /runs/{run_id} shows the result."
-    )
 
 
 def awaiting_approval(response: Mapping[str, Any]) -> types.CallToolResult | None:

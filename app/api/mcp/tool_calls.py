@@ -22,7 +22,6 @@ from app.api.mcp.approvals import (
     RUN_ID_META,
     awaiting_approval,
     error_result,
-    refused_unapproved,
 )
 from app.api.mcp.caller import McpCaller
 from app.api.mcp.tool_listing import owner_tools, structured_output
@@ -39,9 +38,6 @@ async def call_tool(
     caller: McpCaller, name: str, arguments: Mapping[str, Any]
 ) -> types.CallToolResult:
     tool = _allowed_tool(caller, name)
-    refused = refused_unapproved(tool)
-    if refused is not None:
-        return refused
     runtime = caller.runtime
     try:
         run = await runtime.plans.open_mcp_call(

@@ -24,7 +24,8 @@ def sign(text: str) -> dict[str, Any]:
 
 
 def transfer(amount: int) -> dict[str, Any]:
-    raise AssertionError("a tool that needs approval ran unapproved")
+    """Runs only once a person approved the call (the engine's gate)."""
+    return {"moved": amount}
 
 
 async def wait_for_file(path: str) -> dict[str, Any]:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mcp_types as types
 
-from app.api.mcp.approvals import RUN_ID_META, awaiting_approval, refused_unapproved
-from app.contract import load_contract
-from tests.api.mcp.registry import write_registry
+from app.api.mcp.approvals import RUN_ID_META, awaiting_approval
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -47,12 +43,3 @@ def test_a_pending_run_is_an_error_result_naming_the_run_and_how_to_approve() ->
 
 def test_a_run_that_is_not_pending_is_left_to_its_receipt() -> None:
     assert awaiting_approval({"plan_id": "run-8", "status": "succeeded", "receipts": []}) is None
-
-
-def test_only_a_tool_that_needs_approval_is_refused(tmp_path: Path) -> None:
-    contract = load_contract([write_registry(tmp_path)])
-    refused = refused_unapproved(contract.tools["transfer"])
-    assert refused is not None
-    assert refused.is_error
-    assert "nothing ran" in _text(refused)
-    assert refused_unapproved(contract.tools["shout"]) is None

@@ -90,7 +90,7 @@ def test_the_typescript_client_lists_and_calls_the_tools(open_server: Served) ->
     assert failed["result"]["isError"] is True
     assert "the tool exploded on 'fuse'" in failed["result"]["content"][0]["text"]
     assert unapproved["result"]["isError"] is True
-    assert "nothing ran" in unapproved["result"]["content"][0]["text"]
+    assert "has not run" in unapproved["result"]["content"][0]["text"]
     assert hidden["error"]["code"] == -32602
 
 

@@ -4,7 +4,7 @@ The check constraint on `runs.kind` admits the new kind. On SQLite the table
 is rebuilt (batch mode), its rows copied as they are.
 
 Revision ID: b8d2e6a41f07
-Revises: 7f2a9c4e1b63
+Revises: 01b0481bfb3f
 Create Date: 2026-12-07 07:00:00.000000+00:00
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "b8d2e6a41f07"
-down_revision: str | Sequence[str] | None = "7f2a9c4e1b63"
+down_revision: str | Sequence[str] | None = "01b0481bfb3f"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
