@@ -11,7 +11,7 @@ alias of the decision route.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Path, Query, Request
 
@@ -116,11 +116,33 @@ async def decide_confirmation(
     settings = runtime.settings
     data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
     body = parse_model(ConfirmationIn, data)
-    decided = await _mapped(
-        runtime.confirmations.decide(
-            run_id, confirmation_id, approve=body.approve, reason=body.reason, decided_by=decider
+    answer = await _mapped(
+        record_decision(
+            runtime,
+            run_id,
+            confirmation_id,
+            approve=body.approve,
+            reason=body.reason,
+            decider=decider,
         )
+    )
+    return FastJSONResponse(answer, status_code=202)
+
+
+async def record_decision(
+    runtime: Runtime,
+    run_id: str,
+    confirmation_id: str,
+    *,
+    approve: bool,
+    reason: str,
+    decider: str | None,
+) -> dict[str, Any]:
+    """Record a decision, and launch the run's continuation here when it was the last
+    one the run waited for; the decision's answer. Raises what `decide` raises."""
+    decided = await runtime.confirmations.decide(
+        run_id, confirmation_id, approve=approve, reason=reason, decided_by=decider
     )
     if decided.resume is not None:
         runtime.runs.launch(decided.resume)
-    return FastJSONResponse(decided.answer, status_code=202)
+    return decided.answer

@@ -276,6 +276,7 @@ class ConfirmationService:
             "confirmation_id": confirmation.id,
             "run_id": run.id,
             "kind": run.kind,
+            "requested_by": run.caller,
             "call_key": confirmation.call_key,
             "item_key": confirmation.item_key,
             "tool": confirmation.tool,

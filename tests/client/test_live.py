@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.api.console.console_registry import write_registry as write_console_registry
 from tests.faults.fault_tools import CALL_LOG_ENV, GATE_DIR_ENV
 from tests.faults.registry import gate, server_env, step, write_registry
-from tests.live_server import ServerProcess, free_port
+from tests.live_server import REPO, ServerProcess, free_port
 from toolloop.client import (
     AsyncClient,
     Client,
@@ -189,3 +190,37 @@ def test_a_plan_whose_answer_was_lost_in_a_crash_is_not_run_again(
     ran = executions(tmp_path)
     assert len(ran) == 3
     assert sorted(ran.values()) == [1, 1, 2]  # only the call cut off by the crash ran again
+
+
+def test_a_waiting_call_is_listed_and_approved_through_the_client(
+    tmp_path: Path, database_url: str
+) -> None:
+    env = {
+        "TOOLLOOP_REGISTRIES": str(write_console_registry(tmp_path)),
+        "TOOLLOOP_DATABASE_URL": database_url,
+        "TOOLLOOP_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(REPO),
+    }
+    server = ServerProcess(tmp_path, [], env)
+    try:
+        server.wait_until_answering()
+        with Client(server.base) as client:
+            paused = client.run_sequential(
+                "desk", [{"call_key": "p", "tool": "pay", "args": {"text": "5"}}]
+            )
+            (waiting,) = client.confirmations()
+            answer = client.decide(
+                paused.run_id, waiting.confirmation_id, approve=True, reason="ok"
+            )
+            run = client.wait(paused.run_id)
+            (receipt,) = client.run_receipts(paused.run_id)
+    finally:
+        server.stop()
+
+    assert paused.status == "pending"
+    assert [p.tool for p in paused.pending] == ["pay"]
+    assert waiting.confirmation_id == paused.pending[0].confirmation_id
+    assert waiting.args == {"text": "5"}
+    assert answer["decision"] == "approved"
+    assert run.status == "succeeded"
+    assert receipt.status == "succeeded"

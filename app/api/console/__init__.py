@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.api.console import pages, sign_in
+from app.api.console import approvals, pages, sign_in
 from app.api.console.forms import FormTooLarge
 from app.api.console.session_deps import (
     BASE,
@@ -25,6 +25,7 @@ STATIC = Path(__file__).with_name("static")
 def install_console(app: FastAPI) -> None:
     app.include_router(sign_in.router)
     app.include_router(pages.router)
+    app.include_router(approvals.router)
     app.mount(f"{BASE}/static", StaticFiles(directory=STATIC), name="console-static")
     app.add_exception_handler(SignInRequired, _to_sign_in)
     app.add_exception_handler(ScopeMissing, _scope_missing)

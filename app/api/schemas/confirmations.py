@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 ConfirmationStatus = Literal["pending", "approved", "rejected", "refused", "expired"]
 
@@ -12,7 +12,8 @@ ConfirmationStatus = Literal["pending", "approved", "rejected", "refused", "expi
 class ConfirmationItemOut(BaseModel):
     confirmation_id: str
     run_id: str
-    kind: Literal["sequential", "parallel", "router"]
+    kind: Literal["sequential", "parallel", "router", "mcp"]
+    requested_by: str | None = Field(description="The API key name that created the run.")
     call_key: str
     item_key: str | None
     tool: str

@@ -49,8 +49,20 @@ subagents:
           additionalProperties: false
         output_schema: {type: object}
         effect: idempotent
+      pay:
+        callable: tests.api.console.console_tools:echo
+        description: Pay; a person approves each call.
+        input_schema:
+          type: object
+          properties: {text: {type: string}, secret: {type: string}}
+          required: [text]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: non_idempotent
+        requires_confirmation: true
+        redact: [secret]
     runner_defaults:
-      allowed_tools: [echo, hold, fail, gate]
+      allowed_tools: [echo, hold, fail, gate, pay]
       max_calls: 100
       tool_timeout_s: 60
 """

@@ -119,6 +119,7 @@ def test_an_operator_tours_the_console(
 
         page.goto(f"{base}/console/runs/{done}")
         assert SECRET not in page.content()
+        expect(page.get_by_text("console-tour").first).to_be_visible()  # its request context
 
         live = start_plan(
             base, key, call("a", "echo", text="1"), call("g", "gate", label="open-live"), wait=False
@@ -134,6 +135,27 @@ def test_an_operator_tours_the_console(
         page.get_by_role("button", name="Cancel run").click()
         expect(page.get_by_role("status")).to_contain_text("The run was cancelled.")
         expect(page.locator("#run-status")).to_contain_text("cancelled")
+
+        paying = start_plan(base, key, call("p", "pay", text="10", secret=SECRET))
+        refusing = start_plan(base, key, call("p", "pay", text="99"), call("z", "echo", text="z"))
+        page.get_by_role("link", name="Approvals").click()
+        expect(page.locator("article.confirmation")).to_have_count(2)
+        assert SECRET not in page.content()
+        page.screenshot(path=screenshots / "approvals.png", full_page=True)
+        waiting = page.locator("article.confirmation", has_text=paying)
+        waiting.get_by_label("Reason").fill("checked the invoice")
+        waiting.get_by_role("button", name="Approve").click()
+        expect(page.get_by_role("status")).to_contain_text("Approved")
+        page.locator("article.confirmation", has_text=refusing).get_by_role(
+            "button", name="Reject"
+        ).click()
+        expect(page.get_by_role("status")).to_contain_text("Rejected")
+        expect(page.locator("article.confirmation")).to_have_count(0)
+        page.goto(f"{base}/console/runs/{paying}")
+        expect(page.locator("#run-status")).to_contain_text("succeeded")
+        page.goto(f"{base}/console/runs/{refusing}")
+        expect(page.locator("#receipt--p .status-cell")).to_contain_text("denied")
+        expect(page.locator("#receipt--z .status-cell")).to_contain_text("skipped")
 
         page.goto(f"{base}/console/receipts")
         page.get_by_label("Tool").fill("fail")

@@ -233,3 +233,81 @@ async def test_a_running_plan_streams_its_receipts_to_the_console(
 
     assert events.count("event: receipt") == 2
     assert '"status":"succeeded"' in events.split("event: end")[1]
+
+
+async def test_a_waiting_call_is_approved_or_rejected_from_the_console(
+    open_console: httpx.AsyncClient,
+) -> None:
+    approved_run = await run_plan(
+        open_console, call("a", "echo", text="x"), call("p", "pay", text="10", secret=SECRET)
+    )
+    rejected_run = await run_plan(
+        open_console, call("p", "pay", text="20"), call("z", "echo", text="z")
+    )
+
+    page = await open_console.get("/console/confirmations")
+    assert page.status_code == 200
+    assert SECRET not in page.text
+    forms = dict(re.findall(r'action="/console/runs/([^/"]+)/confirmations/([^"]+)"', page.text))
+    assert set(forms) == {approved_run, rejected_run}
+    token = csrf_token(page.text)
+
+    forged = await open_console.post(
+        f"/console/runs/{approved_run}/confirmations/{forms[approved_run]}",
+        data={"csrf_token": "nope", "decision": "approve"},
+    )
+    approve = await open_console.post(
+        f"/console/runs/{approved_run}/confirmations/{forms[approved_run]}",
+        data={"csrf_token": token, "decision": "approve", "reason": "checked"},
+    )
+    reject = await open_console.post(
+        f"/console/runs/{rejected_run}/confirmations/{forms[rejected_run]}",
+        data={"csrf_token": token, "decision": "reject", "reason": "too much"},
+    )
+    again = await open_console.post(
+        f"/console/runs/{rejected_run}/confirmations/{forms[rejected_run]}",
+        data={"csrf_token": token, "decision": "approve"},
+    )
+
+    assert forged.status_code == 403
+    assert approve.headers["location"] == "/console/confirmations?done=approved"
+    assert reject.headers["location"] == "/console/confirmations?done=rejected"
+    assert again.headers["location"] == "/console/confirmations?done=conflict"
+    for _ in range(2000):  # a bound on the wait for the approved run to go on
+        if (await open_console.get(f"/runs/{approved_run}")).json()["status"] != "pending":
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(2000):
+        if (await open_console.get(f"/runs/{approved_run}")).json()["status"] == "succeeded":
+            break
+        await asyncio.sleep(0.01)
+    assert (await open_console.get(f"/runs/{approved_run}")).json()["status"] == "succeeded"
+    rejected = (await open_console.get(f"/runs/{rejected_run}/receipts")).json()["items"]
+    assert [(r["call_key"], r["status"]) for r in rejected] == [("p", "denied"), ("z", "skipped")]
+    decided = await open_console.get("/console/confirmations", params={"status": "rejected"})
+    assert "too much" in decided.text
+
+
+async def test_a_key_without_the_decide_scope_sees_no_buttons_and_cannot_post(
+    make_app: AppFactory, keys: tuple[Path, dict[str, str]]
+) -> None:
+    path, secrets = keys
+    async with make_app(path) as app, browser(app) as client:
+        run_id = await run_plan(
+            client, call("p", "pay", text="1"), Authorization=f"Bearer {secrets['worker']}"
+        )
+        form = await client.get("/console/sign-in")
+        await client.post(
+            "/console/sign-in",
+            data={"csrf_token": csrf_token(form.text), "api_key": secrets["worker"]},
+        )
+        page = await client.get("/console/confirmations")
+        (cid,) = re.findall(r'id="confirmation-([^"]+)"', page.text)
+        refused = await client.post(
+            f"/console/runs/{run_id}/confirmations/{cid}",
+            data={"csrf_token": csrf_token(page.text), "decision": "approve"},
+        )
+    assert page.status_code == 200
+    assert "Approve" not in page.text
+    assert refused.status_code == 403
+    assert "confirmations:decide" in refused.text
