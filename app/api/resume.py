@@ -17,9 +17,10 @@ from pydantic import RootModel
 from starlette.responses import Response
 
 from app.api.auth import PlansCaller
-from app.api.body import parse_model, read_json
+from app.api.body import read_json
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
+from app.api.plan_bodies import parallel_from_body, sequential_from_body
 from app.api.problems import Forbidden, NotFound, ProblemError, ProblemItem
 from app.api.responses import FastJSONResponse
 from app.api.run_control import control_rule
@@ -88,9 +89,9 @@ async def resume_run(
     resumer = RunResumer(runtime.plans, runtime.runs)
     kind = await _mapped(resumer.find(run_id, principal, control_rule(principal)))
     plan: SequentialPlan | ParallelPlan = (
-        parse_model(SequentialPlanIn, data).to_plan()
+        sequential_from_body(data, runtime.plans)
         if kind == "sequential"
-        else parse_model(ParallelPlanIn, data).to_plan()
+        else parallel_from_body(data, runtime.plans)
     )
 
     async def open_run(claim: IdempotencyClaim | None, _answered_at_end: bool) -> SupervisedRun:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
+from sqlalchemy import update
+
+from app.store.models import Run
 
 SUMMARIZE_FIRST = (
     "tool 'summarize' may not run here: it requires a successful 'normalize_text' call "
@@ -112,3 +116,22 @@ async def test_a_body_of_the_right_shape_is_still_answered_by_preflight_alone(
 
     assert response.json()["type"] == "urn:toolloop:problem:plan-rejected"
     assert errors(response) == [("/calls/0/tool", "unknown tool 'nope'")]
+
+
+async def test_a_resume_body_of_the_wrong_shape_reports_preflight_problems_too(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    plan = {"owner": "text-worker", "calls": [{"call_key": "a", "tool": "word_count", "args": {}}]}
+    plan["calls"][0]["args"] = {"text": "x"}
+    run_id = (await client.post("/plans/sequential", json=plan)).json()["plan_id"]
+    async with app.state.runtime.sessions.begin() as session:  # as a crash leaves it
+        await session.execute(update(Run).where(Run.id == run_id).values(status="interrupted"))
+    misshapen = {
+        "owner": "text-worker",
+        "calls": [{"call_key": "a", "tool": "nope", "args": {}, "extra": 1}],
+    }
+
+    found = errors(await client.post(f"/runs/{run_id}/resume", json=misshapen))
+
+    assert ("/calls/0/extra", "Extra inputs are not permitted") in found
+    assert ("/calls/0/tool", "unknown tool 'nope'") in found
