@@ -8,11 +8,13 @@ end is recorded, or with the task if neither `finish` nor `stop` comes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_trace_id
 
+from app.observability.answer_trace_ids import with_trace_id
 from app.observability.tracing import SupervisedRunLike
 
 # Run statuses that mean the run did not do what it was asked.
@@ -61,7 +63,7 @@ class TracedRun:
             self._failed(type(exc).__qualname__)
             raise
         self._ended_as(getattr(result, "status", None))
-        return result
+        return self._traced(result)
 
     async def stop(self, status: str) -> Any:
         try:
@@ -70,7 +72,23 @@ class TracedRun:
             self._failed(type(exc).__qualname__)
             raise
         self._ended_as(status)
-        return result
+        return self._traced(result)
+
+    def _traced(self, result: Any) -> Any:
+        """The run's result, its answer and stored copy carrying the trace id."""
+        span = self._span
+        if span is None or not dataclasses.is_dataclass(result):
+            return result
+        response = getattr(result, "response", None)
+        redacted = getattr(result, "redacted", None)
+        if not isinstance(response, dict) or not callable(redacted):
+            return result
+        trace_id = format_trace_id(span.get_span_context().trace_id)
+        return dataclasses.replace(  # type: ignore[type-var]
+            result,
+            response=with_trace_id(response, trace_id),
+            redacted=lambda: with_trace_id(redacted(), trace_id),
+        )
 
     def _ended_as(self, status: object) -> None:
         span = self._span

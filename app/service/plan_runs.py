@@ -24,6 +24,7 @@ from app.engine.receipt import Receipt
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
+from app.observability.answer_trace_ids import with_current_trace_id
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, completion_row
@@ -95,7 +96,8 @@ class _PlanRun(Generic[Outcome]):
         claim = self._claim
         answer = None
         if claim is not None and claim.answered is not None:
-            answer = completion_row(claim, claim.answered(redacted()))
+            # Stored now, before a traced run's answer gets its trace id: add it here too.
+            answer = completion_row(claim, claim.answered(with_current_trace_id(redacted())))
         self._queued_end = self._writer.end_run_with(pending, end, answer)
         self._key_answered = answer is not None and self._queued_end is not None
 

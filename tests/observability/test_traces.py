@@ -99,6 +99,35 @@ async def test_an_incoming_traceparent_is_continued_and_the_run_carries_its_trac
     assert run["trace_id"] == INCOMING_TRACE
     assert [receipt["trace_id"] for receipt in receipts] == [INCOMING_TRACE]
     assert [receipt["trace_id"] for receipt in listed] == [INCOMING_TRACE]
+    answered = response.json()
+    assert answered["trace_id"] == INCOMING_TRACE
+    assert [receipt["trace_id"] for receipt in answered["receipts"]] == [INCOMING_TRACE]
+
+
+async def test_a_parallel_plans_answer_carries_the_trace_id_on_every_receipt(
+    settings: Settings, exporter: InMemorySpanExporter
+) -> None:
+    body = {
+        "owner": OWNER,
+        "max_concurrency": 2,
+        "lanes": [
+            {"item_key": key, "calls": [{"call_key": "1", "tool": "echo", "args": {"text": key}}]}
+            for key in ("x", "y")
+        ],
+    }
+    async with traced_client(settings, exporter) as client:
+        answered = (
+            await client.post("/plans/parallel", json=body, headers={"traceparent": TRACEPARENT})
+        ).json()
+        key = {"Idempotency-Key": "traced-replay"}
+        first = await client.post("/plans/parallel", json=body, headers=key)
+        replayed = await client.post("/plans/parallel", json=body, headers=key)
+
+    assert answered["trace_id"] == INCOMING_TRACE
+    traced = [r["trace_id"] for lane in answered["lanes"] for r in lane["receipts"]]
+    assert traced == [INCOMING_TRACE, INCOMING_TRACE]
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json()["trace_id"] == first.json()["trace_id"]
 
 
 async def test_a_failed_call_has_its_error_type_and_status_error(
@@ -205,6 +234,8 @@ async def test_without_tracing_runs_carry_no_trace_id(client: httpx.AsyncClient)
     )
     run = (await client.get(f"/runs/{response.json()['plan_id']}")).json()
     assert run["trace_id"] is None
+    assert "trace_id" not in response.json()
+    assert "trace_id" not in response.json()["receipts"][0]
 
 
 async def test_a_cancelled_run_ends_its_spans_as_cancelled(
