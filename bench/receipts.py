@@ -9,7 +9,7 @@ receipt.
 (b) Per-call cost of a plan whose receipts are durable before it answers: the
 production engine wiring (metered sinks, group-commit writer, database cache,
 backpressure) from `open_runtime`, the plan run as `PlanService` runs one
-(`app/service/plan_runs.py`: its start queued, its end queued with its last
+(`app/service/plans/runs.py`: its start queued, its end queued with its last
 receipts and waited for with them), against Pydantic AI in
 the same rounds; beside them, on the same database, the database's share of a
 durable call alone (its rows, ready-made, inserted through the driver's bulk
@@ -36,9 +36,9 @@ from app.engine.ids import new_receipt_id
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
-from app.service.plan_runs import SequentialRun
+from app.service.plans.runs import SequentialRun
 from app.service.receipt_rows import audit_event_rows, receipt_row
-from app.service.run_records import record_run_start
+from app.service.runs.records import record_run_start
 from app.service.runtime import open_runtime
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings

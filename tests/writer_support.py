@@ -16,7 +16,7 @@ from app.engine.receipt import Receipt, Status
 from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.service import writer as writer_module
 from app.service.receipt_rows import receipt_row
-from app.service.run_records import run_start_row
+from app.service.runs.records import run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store.database import (
     create_database_engine,

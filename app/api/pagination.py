@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from app.api.problems import InvalidRequest, ProblemItem
-from app.service.reads import Keyset
+from app.service.runs.reads import Keyset
 
 CURSOR_POINTER = "/cursor"
 MAX_CURSOR_CHARS = 512

@@ -27,7 +27,7 @@ from app.api.schemas.runs import (
     Since,
     Until,
 )
-from app.service.reads import ReadService, ReceiptFilters
+from app.service.runs.reads import ReadService, ReceiptFilters
 
 router = APIRouter(tags=["receipts"])
 

@@ -34,15 +34,15 @@ from app.api.schemas.plans import (
 from app.api.schemas.runs import RUN_PROBLEMS, Text
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
-from app.service.reads import RunNotFound
-from app.service.run_resume import (
+from app.service.plans.resume import (
     ContractChanged,
     RequestMismatch,
     ResumeForbidden,
     RunNotResumable,
     RunResumer,
 )
-from app.service.run_tasks import SupervisedRun
+from app.service.runs.reads import RunNotFound
+from app.service.runs.tasks import SupervisedRun
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 

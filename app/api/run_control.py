@@ -34,14 +34,14 @@ from app.api.problems import PROBLEM_MEDIA_TYPE, Forbidden, NotFound, ProblemErr
 from app.api.responses import FastJSONResponse
 from app.api.schemas.run_control import RunStatusOut
 from app.api.schemas.runs import RUN_PROBLEMS, Text
-from app.service.reads import RunNotFound
-from app.service.run_control import (
+from app.service.runs.control import (
     CancelForbidden,
     RunAlreadyEnded,
     RunControl,
     RunRunningElsewhere,
 )
-from app.service.run_stream import RunEvent, RunEventStream
+from app.service.runs.reads import RunNotFound
+from app.service.runs.stream import RunEvent, RunEventStream
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 

@@ -40,7 +40,7 @@ from app.service.idempotency import (
     StoredResponse,
     request_digest,
 )
-from app.service.run_tasks import RunEnded, RunResult, SupervisedRun
+from app.service.runs.tasks import RunEnded, RunResult, SupervisedRun
 from app.service.runtime import Runtime
 
 RESPOND_ASYNC = "respond-async"

@@ -47,7 +47,7 @@ from app.api.schemas.runs import (
     Text,
     Until,
 )
-from app.service.reads import ReadService, RunFilters, RunNotFound
+from app.service.runs.reads import ReadService, RunFilters, RunNotFound
 
 T = TypeVar("T")
 

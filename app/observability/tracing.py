@@ -24,7 +24,7 @@ SDK_DISABLED = "OTEL_SDK_DISABLED"
 
 
 class SupervisedRunLike(Protocol):
-    """`app.service.run_tasks.SupervisedRun`, as far as a trace needs it."""
+    """`app.service.runs.tasks.SupervisedRun`, as far as a trace needs it."""
 
     @property
     def run_id(self) -> str: ...

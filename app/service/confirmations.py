@@ -23,12 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.engine.redaction import redact_text
 from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
-from app.service.plan_continue import continued_run, is_plan_checkpoint
-from app.service.plan_pause import redacted_args
-from app.service.plans import PlanService
+from app.service.plans.continuation import continued_run, is_plan_checkpoint
+from app.service.plans.pause import redacted_args
+from app.service.plans.service import PlanService
+from app.service.router.service import RouterService
 from app.service.router_errors import ConfirmationConflict, ConfirmationNotFound
-from app.service.router_runs import RouterService
-from app.service.run_tasks import RunSupervisor, SupervisedRun
+from app.service.runs.tasks import RunSupervisor, SupervisedRun
 from app.store.models import Confirmation, Run
 from app.store.repositories.confirmations import ConfirmationRepository
 from app.store.repositories.pagination import Keyset, Page

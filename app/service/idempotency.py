@@ -154,7 +154,7 @@ class IdempotencyClaim:
     expires_at: datetime
     accepted: Callable[[str], StoredResponse] | None = field(default=None, compare=False)
     # The response to store for a run's stored (redacted) result, when a run that
-    # ends by itself stores it with its end (`app.service.plan_runs`).
+    # ends by itself stores it with its end (`app.service.plans.runs`).
     answered: Callable[[Any], StoredResponse] | None = field(default=None, compare=False)
 
 

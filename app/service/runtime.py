@@ -26,12 +26,12 @@ from app.observability.tracing import Tracing
 from app.service.cache_store import DatabaseCacheStore
 from app.service.confirmations import ConfirmationService
 from app.service.idempotency import AnsweringRuns, IdempotencyService
-from app.service.plans import PlanService
+from app.service.plans.service import PlanService
 from app.service.remote_tools import open_remote_tools
-from app.service.router_runs import RouterService
-from app.service.router_setup import open_router
-from app.service.run_events import RunEventHub
-from app.service.run_tasks import RunSupervisor
+from app.service.router.service import RouterService
+from app.service.router.setup import open_router
+from app.service.runs.events import RunEventHub
+from app.service.runs.tasks import RunSupervisor
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 from app.store.checkpoints import WalCheckpointer

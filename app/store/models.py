@@ -106,7 +106,7 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     started_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
-    # The plan's `context`, redacted (`app.service.run_context`); NULL without one.
+    # The plan's `context`, redacted (`app.service.plans.context`); NULL without one.
     context: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
 
 
@@ -220,7 +220,7 @@ class ServiceInstance(Base):
 class RouterCheckpoint(Base):
     """A paused run's state: a router run's redacted request, conversation and runtime
     state; a plan run's shape and the arguments of the calls after those that wait
-    (`app.service.plan_pause`)."""
+    (`app.service.plans.pause`)."""
 
     __tablename__ = "router_checkpoints"
 

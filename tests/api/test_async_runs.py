@@ -150,7 +150,7 @@ async def test_a_waiting_request_gets_its_cancelled_run(
 async def test_a_waiting_plan_of_reads_without_a_key_gets_its_cancelled_run(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    # Its start was queued, not waited for (app.service.plans): the stop still
+    # Its start was queued, not waited for (app.service.plans.service): the stop still
     # finds the run and its receipts stored, and records the end.
     plan = sequential(gate("1", "held"), gate("2", "never"))
     waiting = asyncio.create_task(client.post("/plans/sequential", json=plan))

@@ -10,9 +10,9 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.api.auth import create_key
-from app.service import plans as plan_service
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyService
+from app.service.plans import service as plan_service
 from app.settings import Settings
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential

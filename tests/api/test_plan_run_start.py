@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.app import create_app
-from app.service import run_records
+from app.service.runs import records as run_records
 from app.settings import Settings
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository

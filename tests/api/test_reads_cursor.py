@@ -12,7 +12,7 @@ from app.api.pagination import (
     position_cursor,
 )
 from app.api.problems import InvalidRequest
-from app.service.reads import Keyset
+from app.service.runs.reads import Keyset
 
 
 def _raw(text: str | bytes) -> str:

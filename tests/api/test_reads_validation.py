@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from app.api.pagination import keyset_cursor, position_cursor
 from app.api.schemas.runs import ReceiptStatus, RunKind, RunStatus
-from app.service.reads import RECEIPT_STATUSES, Keyset
+from app.service.runs.reads import RECEIPT_STATUSES, Keyset
 from app.store.models import RUN_KINDS, RUN_STATUSES
 from tests.api.test_reads_seed import page_through, receipt_row, seed_receipts, seed_run
 

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.api.auth import OPEN, create_key
-from app.service.run_stream import RunEvent, RunEventStream
+from app.service.runs.stream import RunEvent, RunEventStream
 from app.settings import Settings
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository

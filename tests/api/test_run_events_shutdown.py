@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.auth import OPEN
-from app.service.run_stream import SHUTDOWN, RunEvent, RunEventStream
+from app.service.runs.stream import SHUTDOWN, RunEvent, RunEventStream
 from app.settings import Settings
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools

@@ -24,7 +24,7 @@ from app.service.idempotency import (
     claim_row,
 )
 from app.service.outage import is_transient, retry_transient
-from app.service.run_records import NOT_RUN, record_run_start, run_end, run_start_row
+from app.service.runs.records import NOT_RUN, record_run_start, run_end, run_start_row
 from app.service.writer import GroupCommitWriter
 from app.store import sqlite_statements
 from app.store.database import create_session_factory, create_writer_engine

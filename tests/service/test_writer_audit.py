@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import AuditEvent, AuditKind
-from app.service.reads import audit_view
 from app.service.receipt_rows import audit_row
+from app.service.runs.reads import audit_view
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.models import AuditEvent as AuditRow

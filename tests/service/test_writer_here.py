@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.service.run_records import run_end
+from app.service.runs.records import run_end
 from app.service.writer import HERE_MAX_ROWS
 from app.store.database import create_session_factory
 from app.store.repositories.bulk import BulkWrite

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import CachedOutput
 from app.service import writer as writer_module
-from app.service.run_records import run_end
+from app.service.runs.records import run_end
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories.cache import CacheRepository

@@ -31,7 +31,13 @@ from app.api.pagination import keyset_cursor, parse_keyset_cursor
 from app.api.problems import ProblemError
 from app.api.run_control import START_SCOPES, control_rule, server_sent_events
 from app.service.catalog import describe_contract
-from app.service.reads import (
+from app.service.runs.control import (
+    CancelForbidden,
+    RunAlreadyEnded,
+    RunControl,
+    RunRunningElsewhere,
+)
+from app.service.runs.reads import (
     RECEIPT_STATUSES,
     Keyset,
     Listing,
@@ -40,14 +46,8 @@ from app.service.reads import (
     RunFilters,
     RunNotFound,
 )
-from app.service.run_control import (
-    CancelForbidden,
-    RunAlreadyEnded,
-    RunControl,
-    RunRunningElsewhere,
-)
-from app.service.run_stream import RunEventStream
-from app.service.tool_health import MAX_SAMPLE, read_health
+from app.service.runs.stream import RunEventStream
+from app.service.runs.tool_health import MAX_SAMPLE, read_health
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).with_name("templates"))

@@ -13,7 +13,7 @@ from app.api.mcp.approvals import RUN_ID_META
 from app.api.mcp.caller import McpCaller
 from app.api.mcp.tool_calls import call_tool
 from app.contract import load_contract
-from app.service.run_tasks import RunResult
+from app.service.runs.tasks import RunResult
 from tests.api.mcp.registry import OWNER, write_registry
 
 

@@ -22,8 +22,8 @@ from app.engine.plan import Lane, ParallelPlan, PlannedCall, SequentialPlan
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity
-from app.service.plan_runs import ParallelRun, SequentialRun
-from app.service.plans import PlanService
+from app.service.plans.runs import ParallelRun, SequentialRun
+from app.service.plans.service import PlanService
 from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
 

@@ -20,8 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import ServiceError, StorageUnavailable
-from app.service.reads import RunNotFound, RunViewer
-from app.service.run_tasks import CANCELLED, INTERRUPTED, RunSupervisor
+from app.service.runs.reads import RunNotFound, RunViewer
+from app.service.runs.tasks import CANCELLED, INTERRUPTED, RunSupervisor
 from app.store.repositories.runs import RUNNING, RunRepository
 
 # (run kind, the run's creator) -> may this caller cancel it?

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.service.run_events import RunEventHub
+from app.service.runs.events import RunEventHub
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
 from app.store.repositories.receipts import ReceiptRepository

@@ -7,7 +7,7 @@ identity as any plan's, visible through `GET /runs/{id}`.
 
 from __future__ import annotations
 
-from app.service.plan_runs import SequentialRun
+from app.service.plans.runs import SequentialRun
 
 MCP = "mcp"
 

@@ -41,7 +41,7 @@ async def record_run_start(
     """Commit the `running` row, and claim the idempotency key in the same transaction.
 
     `request_digest` identifies the request for a later resume (the body is never stored).
-    `context`: the plan's context as it may be stored (redacted: `app.service.run_context`).
+    `context`: the plan's context as it may be stored (redacted: `app.service.plans.context`).
     Given a `writer`, the start (and its claim) shares a group commit with other rows.
 
     Committed before the first call runs, so a crash leaves a trace; returns None.

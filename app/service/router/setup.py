@@ -19,7 +19,7 @@ from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.ports import RouterKit
 from app.router.setup import load_setup, model_client
-from app.service.router_runs import RouterService
+from app.service.router.service import RouterService
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.observability.confirmations import record_confirmation
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable
-from app.service.reads import receipt_view
+from app.service.runs.reads import receipt_view
 from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.router_runs import RouterRunRepository

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.service.reads import RunViewer
+from app.service.runs.reads import RunViewer
 from app.store.repositories.receipts import ReceiptRepository
 
 HOUR = timedelta(hours=1)

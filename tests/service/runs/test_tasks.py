@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.service.run_events import RunEventHub
-from app.service.run_tasks import CANCELLED, INTERRUPTED, RunResult, RunSupervisor
+from app.service.runs.events import RunEventHub
+from app.service.runs.tasks import CANCELLED, INTERRUPTED, RunResult, RunSupervisor
 from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository

@@ -32,11 +32,11 @@ from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
+from app.service.router.records import AuditDecisions, closed_outcome
+from app.service.router.tasks import RouterTask
 from app.service.router_errors import RouterRequestRejected, RouterUnavailable
-from app.service.router_records import AuditDecisions, closed_outcome
-from app.service.router_tasks import RouterTask
-from app.service.run_records import record_run_start
-from app.service.run_tasks import CANCELLED
+from app.service.runs.records import record_run_start
+from app.service.runs.tasks import CANCELLED
 from app.service.writer import GroupCommitWriter
 from app.store.models import Run
 from app.store.repositories.router_runs import PENDING, RouterRunRepository

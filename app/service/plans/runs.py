@@ -28,15 +28,15 @@ from app.observability.answer_trace_ids import with_current_trace_id
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, completion_row
-from app.service.plan_pause import plan_checkpoint, record_plan_pause
-from app.service.run_records import (
+from app.service.plans.pause import plan_checkpoint, record_plan_pause
+from app.service.runs.records import (
     record_run_end,
     run_end,
     run_end_committed,
     run_start_committed,
     stored_receipts,
 )
-from app.service.run_tasks import RunResult
+from app.service.runs.tasks import RunResult
 from app.service.stored_output import stored_output
 from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt

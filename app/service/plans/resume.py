@@ -36,12 +36,12 @@ from app.engine.run import RunIdentity
 from app.observability.context import bind_run
 from app.service.errors import PlanRejected, ServiceError, StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, claim_key
-from app.service.plan_digest import plan_digest
-from app.service.plan_runs import ParallelRun, SequentialRun
-from app.service.plans import PlanService
-from app.service.reads import RunNotFound, RunViewer
-from app.service.run_records import stored_receipts
-from app.service.run_tasks import RunResult, RunSupervisor, SupervisedRun
+from app.service.plans.digest import plan_digest
+from app.service.plans.runs import ParallelRun, SequentialRun
+from app.service.plans.service import PlanService
+from app.service.runs.reads import RunNotFound, RunViewer
+from app.service.runs.records import stored_receipts
+from app.service.runs.tasks import RunResult, RunSupervisor, SupervisedRun
 from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run

@@ -21,15 +21,15 @@ from app.router.checkpoint import Decision
 from app.router.loop import RouterRun
 from app.router.loop import RunResult as LoopResult
 from app.service.errors import StorageUnavailable
-from app.service.router_records import (
+from app.service.router.records import (
     AuditDecisions,
     closed_outcome,
     receipt_from_store,
     record_router_result,
     record_router_stopped,
 )
-from app.service.run_records import stored_receipts
-from app.service.run_tasks import RunResult
+from app.service.runs.records import stored_receipts
+from app.service.runs.tasks import RunResult
 from app.service.writer import GroupCommitWriter
 
 # Builds the run to drive, or says why it cannot be (the run is then closed `incomplete`).

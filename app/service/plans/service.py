@@ -33,12 +33,12 @@ from app.observability.context import bind_run
 from app.observability.plans import record_plan_rejected
 from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
-from app.service.mcp_call_run import MCP, McpCallRun
-from app.service.plan_digest import plan_digest
-from app.service.plan_runs import ParallelRun, SequentialRun
+from app.service.plans.context import ContextRedaction
+from app.service.plans.digest import plan_digest
+from app.service.plans.mcp_call import MCP, McpCallRun
+from app.service.plans.runs import ParallelRun, SequentialRun
 from app.service.rejection_audit import RejectionAudit, rejection_detail
-from app.service.run_context import ContextRedaction
-from app.service.run_records import record_run_start
+from app.service.runs.records import record_run_start
 from app.service.writer import GroupCommitWriter
 
 PLAN_REJECTED = "plan.rejected"

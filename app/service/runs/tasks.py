@@ -1,7 +1,7 @@
 """Every run executes in its own task, registered by run id, under one supervisor.
 
 A use-case records the run (preflight passed; its row is committed, or queued
-for a plan of read tools: `app.service.plans`) and hands the supervisor a
+for a plan of read tools: `app.service.plans.service`) and hands the supervisor a
 `SupervisedRun`. A synchronous request then waits for the
 task, shielded: a client that goes away does not stop the run. A
 `Prefer: respond-async` request answers at once and the run goes on alone.
@@ -28,8 +28,8 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.waiting import wait_all
-from app.service.run_events import RunEventHub
-from app.service.run_records import record_run_end
+from app.service.runs.events import RunEventHub
+from app.service.runs.records import record_run_end
 
 logger = logging.getLogger("toolloop.runs")
 

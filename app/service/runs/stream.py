@@ -21,9 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import StorageUnavailable
-from app.service.reads import RunNotFound, RunViewer, receipt_view
-from app.service.run_events import RunEventHub
-from app.service.run_tasks import RunSupervisor
+from app.service.runs.events import RunEventHub
+from app.service.runs.reads import RunNotFound, RunViewer, receipt_view
+from app.service.runs.tasks import RunSupervisor
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run
 from app.store.repositories.receipts import ReceiptRepository
