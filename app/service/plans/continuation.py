@@ -1,6 +1,6 @@
 """Continuing a plan run once every call it waited on is decided.
 
-Built from what the pause kept (`plan_pause`): the plan's shape, the decided
+Built from what the pause kept (`plans.pause`): the plan's shape, the decided
 calls' exact arguments (their confirmation rows) and the arguments of the calls
 after them, plus the run's stored receipts. Each chain reports its stored
 receipts again and goes on from its first call without one, under the same

@@ -134,7 +134,7 @@ class _PlanRun(Generic[Outcome]):
         raise NotImplementedError
 
     def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
-        """What the run keeps while `waiting` wait for decisions (`plan_pause`)."""
+        """What the run keeps while `waiting` wait for decisions (`plans.pause`)."""
         raise NotImplementedError
 
     async def _finish(self, status: str, call_count: int) -> None:
@@ -187,7 +187,7 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
         super().__init__(
             engine, sessions, identity, max_stored_output_bytes, writer, started, claim
         )
-        # Decisions on the calls a paused run waited on (`plan_continue`).
+        # Decisions on the calls a paused run waited on (`plans.continuation`).
         self._decisions = decisions
         self._plan = plan
         self._admitted = admitted
@@ -269,7 +269,7 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
         super().__init__(
             engine, sessions, identity, max_stored_output_bytes, writer, started, claim
         )
-        # Decisions on the calls a paused run waited on (`plan_continue`).
+        # Decisions on the calls a paused run waited on (`plans.continuation`).
         self._decisions = decisions
         self._plan = plan
         self._admitted = admitted

@@ -1,4 +1,4 @@
-"""Use-cases for caller-declared plans: preflight and record the run; `plan_runs` executes it.
+"""Use-cases for caller-declared plans: preflight and record the run; `plans.runs` executes it.
 
 A run's start commits before its first call runs, so that a crash leaves a run
 to be marked `interrupted`, with one exception: a plan whose calls all name

@@ -3,7 +3,7 @@ resume it once every pending call is decided (the decisions themselves go
 through `app.service.confirmations`, shared with plan runs), and cancel one
 that waits.
 
-Every stretch of a run executes under the run supervisor (`run_tasks`) as a
+Every stretch of a run executes under the run supervisor (`runs.tasks`) as a
 `RouterTask` the API launches: the first from `open_run`, each resume from
 `decide`. A paused run is only rows (`pending`), so it survives restarts, and
 any process can decide or cancel it.

@@ -1,4 +1,4 @@
-"""A router run under the run supervisor (`run_tasks`): its first stretch, or a resume.
+"""A router run under the run supervisor (`runs.tasks`): its first stretch, or a resume.
 
 `execute` drives the loop and is the only part a cancel or shutdown interrupts:
 the engine gives the calls in flight `cancelled` receipts and flushes them
