@@ -30,12 +30,12 @@ import httpx
 from app.engine.run import RunIdentity
 from app.llm.client import LLMClient
 from app.llm.profiles import ModelProfile, Profiles
-from app.router.admission import admit
 from app.router.limits import RouterLimits
 from app.router.loop import Finished, RouterRun
 from app.router.ports import RouterKit
 from app.router.prompts import load_prompts
 from app.router.request import RouterRequest
+from app.router.request_checks import admit
 from app.settings import PACKAGED_PROMPTS_DIR
 from bench import harness
 from bench.stats import Check, Sample, Section, cpu_clock, ratios

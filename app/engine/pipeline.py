@@ -29,7 +29,7 @@ from app.engine.cache import ResultCache
 from app.engine.call import Call, new_call
 from app.engine.confirmation import ConfirmationRequired, gate
 from app.engine.context import CURRENT_CALL
-from app.engine.control import evaluate_control
+from app.engine.control_envelope import evaluate_control
 from app.engine.errors import DispatchRejected
 from app.engine.evidence import EvidenceHooks
 from app.engine.failures import (

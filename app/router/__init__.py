@@ -4,14 +4,14 @@ observation summaries, guardrails, completion gate and closeout.
 The router decides; the engine executes. Nothing here runs a tool.
 """
 
-from app.router.admission import RunPlan, admit
-from app.router.checkpoint import Checkpoint, Decision, PendingCall
 from app.router.limits import RouterLimits
 from app.router.loop import Finished, Paused, RouterRun, RunResult
 from app.router.outcome import Outcome, RunStatus, Stop
+from app.router.pause import Checkpoint, Decision, PendingCall
 from app.router.ports import DecisionSink, RouterKit
 from app.router.prompts import PromptError, PromptSet, load_prompts
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
+from app.router.request_checks import RunPlan, admit
 
 __all__ = [
     "Budgets",

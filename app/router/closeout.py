@@ -9,13 +9,13 @@ from typing import Any
 
 from app.engine.redaction import DEFAULT_REDACTOR, redact_text
 from app.llm.messages import Message
-from app.router.completion import Verdict
 from app.router.final import parse_final
 from app.router.model import ask
 from app.router.observations import render, to_json_text
 from app.router.outcome import Outcome, RunStatus, Stop
 from app.router.policies import short
 from app.router.session import RunSession
+from app.router.verifiers import Verdict
 
 
 @dataclass(frozen=True, slots=True)

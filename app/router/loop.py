@@ -4,7 +4,7 @@
     2. build the prompt from the prompt files, the goal and context, the visible
        tools, the observations so far and the budgets left;
     3. ask the router model, with native tool calling;
-    4. check every proposed call (`proposals.py`), run the guardrails in order
+    4. check every proposed call (`decision_contract.py`), run the guardrails in order
        (first deny wins), pause where a tool requires confirmation, and run the
        admitted calls through the engine as one bounded parallel batch;
     5. a reply without tool calls ends the turns: the final profile writes the
@@ -32,15 +32,15 @@ from app.engine.redaction import DEFAULT_REDACTOR
 from app.engine.run import RunIdentity
 from app.llm.messages import Message, ModelReply, ToolCall, WireCache
 from app.router import assembly, closeout, transcript
-from app.router.admission import RunPlan
 from app.router.calls import Admitted, deny, execute
-from app.router.checkpoint import Checkpoint, Decision, PendingCall, args_digest
+from app.router.decision_contract import Batch, Candidate, Rejected, Rejection, check_proposal
 from app.router.gating import gate_problem
 from app.router.model import ask
 from app.router.outcome import Outcome, RunStatus, Stop, completion_stop, status_of
+from app.router.pause import Checkpoint, Decision, PendingCall, args_digest
 from app.router.policies import first_denial, short
 from app.router.ports import DecisionSink, RouterKit
-from app.router.proposals import Batch, Candidate, Rejected, Rejection, check_proposal
+from app.router.request_checks import RunPlan
 from app.router.session import RunSession
 from app.router.state import RouterState
 

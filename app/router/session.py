@@ -13,9 +13,9 @@ from app.contract.compiled import Tool
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.watchdog import Deadlines, Watchdog
-from app.router.admission import RunPlan
 from app.router.outcome import Stop
 from app.router.ports import DecisionSink, RouterKit
+from app.router.request_checks import RunPlan
 from app.router.state import RouterState
 
 

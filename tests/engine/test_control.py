@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from app.contract.compiled import ControlEnvelope, DiagnosisMapping
-from app.engine.control import ControlDecision, evaluate_control
+from app.engine.control_envelope import ControlDecision, evaluate_control
 
 DIAGNOSIS = DiagnosisMapping(
     ready_field="diagnosis_ready",

@@ -15,13 +15,13 @@ from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.run import RunIdentity
 from app.llm.client import LLMClient
 from app.llm.profiles import ModelProfile, Profiles
-from app.router.admission import RunPlan, admit
-from app.router.checkpoint import Decision
 from app.router.limits import RouterLimits
 from app.router.loop import Paused, RouterRun, RunResult
+from app.router.pause import Decision
 from app.router.ports import RouterKit
 from app.router.prompts import PromptSet, load_prompts
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
+from app.router.request_checks import RunPlan, admit
 from app.settings import PACKAGED_PROMPTS_DIR
 from tests.router.fake_llm import FakeModel
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.router.checkpoint import args_digest
 from app.router.loop import Finished, Paused
 from app.router.outcome import RunStatus
+from app.router.pause import args_digest
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
 from tests.router.replies import openai_calls, openai_text

@@ -22,12 +22,12 @@ from app.engine.ids import new_run_id
 from app.engine.preflight import PlanProblem
 from app.engine.run import RunIdentity
 from app.observability.context import bind_run
-from app.router.admission import admit
-from app.router.checkpoint import Checkpoint, Decision
 from app.router.limits import RouterLimits
 from app.router.loop import RouterRun
+from app.router.pause import Checkpoint, Decision
 from app.router.ports import RouterKit
 from app.router.request import RouterRequest
+from app.router.request_checks import admit
 from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim

@@ -17,9 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
-from app.router.checkpoint import Decision
 from app.router.loop import RouterRun
 from app.router.loop import RunResult as LoopResult
+from app.router.pause import Decision
 from app.service.errors import StorageUnavailable
 from app.service.router.records import (
     AuditDecisions,

@@ -18,9 +18,9 @@ from app.contract.schemas import CompiledSchema, compile_schema
 from app.engine.preflight import PlanProblem
 from app.llm.errors import UnknownProfileError
 from app.llm.profiles import ModelProfile, Profiles
-from app.router.completion import BUILTINS, Completion, RegisteredVerifier, Verifier
 from app.router.limits import RouterLimits
 from app.router.request import Budgets, RouterRequest, Step
+from app.router.verifiers import BUILTINS, Completion, RegisteredVerifier, Verifier
 
 
 @dataclass(frozen=True, slots=True)

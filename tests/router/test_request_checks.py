@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from app.router.admission import admit
 from app.router.limits import RouterLimits
+from app.router.request_checks import admit
 from tests.router.harness import PROFILES, RouterHarness, request
 
 

@@ -5,9 +5,9 @@ from dataclasses import replace
 from typing import Any
 
 from app.engine.run import RunIdentity
-from app.router.completion import Completion, Verdict
 from app.router.loop import RouterRun
 from app.router.outcome import RunStatus
+from app.router.verifiers import Completion, Verdict
 from tests.router.harness import RouterHarness, request
 from tests.router.replies import openai_calls, openai_text
 
