@@ -32,10 +32,10 @@ from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.ids import new_receipt_id
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
+from app.foundation.ids import new_receipt_id
 from app.service.plans.runs import SequentialRun
 from app.service.receipt_rows import audit_event_rows, receipt_row
 from app.service.runs.records import record_run_start

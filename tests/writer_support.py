@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.receipt import Receipt, Status
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.service import writer as writer_module
 from app.service.receipt_rows import receipt_row
 from app.service.runs.records import run_start_row

@@ -28,7 +28,7 @@ from app.contract.compiler import compile_contract
 from app.contract.errors import ContractProblem, RegistryError, SchemaDefinitionError
 from app.contract.registry_file import RegistryFile, read_registry_file
 from app.contract.schemas import CompiledSchema, SchemaProblem, compile_schema
-from app.contract.yaml_loader import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FILE_BYTES
+from app.foundation.yaml_loader import DEFAULT_MAX_DEPTH, DEFAULT_MAX_FILE_BYTES
 
 __all__ = [
     "NO_RETRY",

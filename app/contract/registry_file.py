@@ -27,7 +27,7 @@ from app.contract.declarations import (
     is_name,
 )
 from app.contract.errors import ContractProblem
-from app.contract.yaml_loader import YAMLLoadError, load_yaml_file
+from app.foundation.yaml_loader import YAMLLoadError, load_yaml_file
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind, AuditSink
 from app.engine.receipt import CallError
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.run import RunState
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 
 
 class Auditor:

@@ -13,9 +13,9 @@ from time import perf_counter
 from typing import Any
 
 from app.contract.compiled import Tool
-from app.engine.ids import new_receipt_id
 from app.engine.receipt import CallError, Receipt
 from app.engine.run import RunState
+from app.foundation.ids import new_receipt_id
 
 _new_object = object.__new__
 

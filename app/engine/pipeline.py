@@ -51,12 +51,12 @@ from app.engine.json_output import JSON_CHECK_OPTIONS, json_problem
 from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
 from app.engine.preflight import key_problem
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
 from app.engine.storable import NUL_ESCAPE, UNSTORABLE_OUTPUT, unstorable_problem
-from app.engine.waiting import wait_all
 from app.engine.watchdog import Watchdog, WatchdogExpired
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.waiting import wait_all
 
 _dumps = orjson.dumps
 _wrap_future = asyncio.wrap_future

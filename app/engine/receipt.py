@@ -8,8 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.storable import storable_text
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 
 
 class Status(StrEnum):

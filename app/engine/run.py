@@ -13,8 +13,8 @@ from app.engine.confirmation import CallPlace, ConfirmationDecision, WaitingCall
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.receipt import Receipt
 from app.engine.requirements import RunRequirements
-from app.engine.waiting import wait_all
 from app.engine.watchdog import Deadlines
+from app.foundation.waiting import wait_all
 
 if TYPE_CHECKING:
     from app.engine.context import Dispatcher
@@ -87,7 +87,7 @@ class RunState:
     ) -> None:
         self.identity = identity
         # The calls' watchdogs; the engine shares one per event loop across runs, made
-        # on the running loop (its loop saves a system call: `app.engine.waiting`).
+        # on the running loop (its loop saves a system call: `app.foundation.waiting`).
         if deadlines is None:
             deadlines = Deadlines(asyncio.get_running_loop())
         self.loop = deadlines.loop

@@ -14,7 +14,7 @@ from heapq import heappop, heappush
 from types import TracebackType
 from typing import Any, TypeVar
 
-from app.timer_heap import TimerHeap, current_task
+from app.foundation.timer_heap import TimerHeap, current_task
 
 T = TypeVar("T")
 

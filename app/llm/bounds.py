@@ -12,7 +12,7 @@ attempts, and is set again for the earliest one still running.
 An expired bound cancels its task and turns that cancellation into
 `TimeoutError` when its block exits, with the protocol of `asyncio.timeout`: a
 cancellation requested by anyone else meanwhile still propagates as
-`CancelledError`. The heap and its timer are `app.timer_heap`'s, shared with
+`CancelledError`. The heap and its timer are `app.foundation.timer_heap`'s, shared with
 the engine's call watchdog.
 """
 
@@ -22,7 +22,7 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
-from app.timer_heap import TimerHeap, current_task
+from app.foundation.timer_heap import TimerHeap, current_task
 
 
 class AttemptBounds(TimerHeap):

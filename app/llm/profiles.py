@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from app.contract.errors import ContractProblem
-from app.contract.yaml_loader import YAMLLoadError, load_yaml_file
+from app.foundation.yaml_loader import YAMLLoadError, load_yaml_file
 from app.llm.errors import UnknownProfileError
 
 DEFAULT_TIMEOUT_S = 60.0

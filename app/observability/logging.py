@@ -19,7 +19,7 @@ from typing import IO, Any, Literal
 
 import orjson
 
-from app.engine.redaction import DEFAULT_REDACTOR, may_hold_secret, redact_text
+from app.foundation.redaction import DEFAULT_REDACTOR, may_hold_secret, redact_text
 from app.observability.context import current_context
 
 LogFormat = Literal["json", "text"]

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.engine.ids import new_request_id
-from app.engine.redaction import may_hold_secret, redact_text
+from app.foundation.ids import new_request_id
+from app.foundation.redaction import may_hold_secret, redact_text
 from app.observability.context import LogContext, enter_context, leave_context
 from app.observability.labels import http_method, status_class
 from app.observability.logging import ACCESS_LOGGER, JsonFormatter, own_json_handler

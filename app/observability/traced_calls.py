@@ -24,8 +24,8 @@ from app.contract.compiled import Contract, Tool
 from app.engine.pipeline import CallPipeline
 from app.engine.receipt import Receipt
 from app.engine.receipt import Status as ReceiptStatus
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
 from app.engine.run import RunState
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 
 EXECUTE_TOOL = "execute_tool"
 OPERATION = "gen_ai.operation.name"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.engine.redaction import DEFAULT_REDACTOR, redact_text
+from app.foundation.redaction import DEFAULT_REDACTOR, redact_text
 from app.llm.messages import Message
 from app.router.final import parse_final
 from app.router.model import ask

@@ -28,8 +28,8 @@ from app.contract.canonical import fingerprint
 from app.contract.compiled import Tool
 from app.engine.confirmation import ConfirmationDecision
 from app.engine.receipt import ErrorKind
-from app.engine.redaction import DEFAULT_REDACTOR
 from app.engine.run import RunIdentity
+from app.foundation.redaction import DEFAULT_REDACTOR
 from app.llm.messages import Message, ModelReply, ToolCall, WireCache
 from app.router import assembly, closeout, transcript
 from app.router.calls import Admitted, deny, execute

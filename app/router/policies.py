@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from app.contract.compiled import PolicyCallable
-from app.engine.redaction import redact_text
+from app.foundation.redaction import redact_text
 
 _MAX_REASON_CHARS = 500
 

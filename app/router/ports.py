@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.engine.engine import Engine
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.prompts import PromptSet

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from app.contract.canonical import sha256_digest
-from app.contract.yaml_loader import YAMLLoadError, parse_yaml
+from app.foundation.yaml_loader import YAMLLoadError, parse_yaml
 
 MAX_PROMPT_BYTES = 64 * 1024
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.llm.messages import Message, ToolCall
 
 

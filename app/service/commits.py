@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.engine.waiting import wait_all
+from app.foundation.waiting import wait_all
 from app.service.errors import StorageUnavailable
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.engine.redaction import redact_text
+from app.foundation.redaction import redact_text
 from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
 from app.service.plans.continuation import continued_run, is_plan_checkpoint

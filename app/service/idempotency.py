@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract.canonical import canonical_json, sha256_digest
-from app.engine.redaction import Redactor
+from app.foundation.redaction import Redactor
 from app.service.commits import committed
 from app.service.errors import ServiceError, StorageUnavailable
 from app.service.outage import RETRY_WINDOW_S

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
-from app.engine.redaction import DEFAULT_REDACTOR, may_hold_secret
+from app.foundation.redaction import DEFAULT_REDACTOR, may_hold_secret
 from app.service.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
 from app.store.repositories.audit import (
     ANY_EVENT,

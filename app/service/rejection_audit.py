@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.engine.preflight import PlanProblem
-from app.engine.redaction import redact_text
+from app.foundation.redaction import redact_text
 
 FULL_ROWS_PER_WINDOW = 20
 WINDOW_S = 60.0

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.contract.canonical import canonical_json, sha256_digest
-from app.engine.redaction import REDACTED
+from app.foundation.redaction import REDACTED
 from app.settings import Settings
 from tests.api import misbehaving_tools
 from tests.live_server import ServerProcess

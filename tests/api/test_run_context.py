@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.engine.redaction import REDACTED
+from app.foundation.redaction import REDACTED
 from app.settings import Settings
 from tests.api.run_support import run_row
 

@@ -8,7 +8,7 @@ import pytest
 
 from app.contract import RegistryError, load_contract
 from app.contract.errors import MAX_RENDERED_PROBLEMS
-from app.contract.yaml_loader import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_NODES
+from app.foundation.yaml_loader import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_NODES
 from tests.contract.helpers import only_problem
 
 LIMIT_MESSAGE = f"file is larger than the {DEFAULT_MAX_FILE_BYTES}-byte limit"

@@ -7,7 +7,7 @@ import uuid
 import httpx
 
 from app.api.auth.keyring import new_key, new_key_id
-from app.engine.redaction import redact_text
+from app.foundation.redaction import redact_text
 from tests.observability.metrics_reading import value
 from tests.observability.registry import OWNER
 

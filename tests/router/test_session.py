@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.router.loop import Finished
 from app.router.session import caller_copy
 from tests.router.harness import RouterHarness, request

@@ -13,7 +13,7 @@ import pytest
 
 from app.engine.ports import AuditEvent
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
-from app.engine.redaction import Redactor
+from app.foundation.redaction import Redactor
 from app.service.receipt_rows import (
     AUDIT_COLUMNS,
     RECEIPT_COLUMNS,

@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import AuditEvent, AuditKind, CachedOutput
-from app.engine.redaction import Redactor
+from app.foundation.redaction import Redactor
 from app.service import writer as writer_module
 from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory

@@ -35,7 +35,7 @@ from typing import Any
 from app.api.auth.entries import KNOWN_SCOPES, NAME_PATTERN, parse_entries, unknown_scope
 from app.api.auth.keyring import KeyEntry, KeyRing, new_key, new_key_id
 from app.api.auth.principal import SCOPES
-from app.contract.yaml_loader import YAMLLoadError, load_yaml_file, parse_yaml
+from app.foundation.yaml_loader import YAMLLoadError, load_yaml_file, parse_yaml
 
 _HEADER = (
     "# ToolLoop API keys: hashes only. Add keys with `toolloop keys create`;\n"

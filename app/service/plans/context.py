@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.contract import Contract
-from app.engine.redaction import Redactor
+from app.foundation.redaction import Redactor
 
 
 class ContextRedaction:

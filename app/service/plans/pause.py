@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.contract.compiled import Contract
 from app.engine.confirmation import WaitingCall
 from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
 from app.service.writer import GroupCommitWriter

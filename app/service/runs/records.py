@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.waiting import wait_first
+from app.foundation.waiting import wait_first
 from app.observability.trace_context import current_trace_id
 from app.service.commits import committed
 from app.service.errors import StorageUnavailable

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.waiting import wait_all
+from app.foundation.waiting import wait_all
 from app.service.runs.events import RunEventHub
 from app.service.runs.records import record_run_end
 

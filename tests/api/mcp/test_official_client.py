@@ -12,7 +12,7 @@ import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from app.engine.redaction import REDACTED
+from app.foundation.redaction import REDACTED
 from tests.api.mcp.conftest import Served
 from tests.api.mcp.official_client import MODES, connected
 from tests.api.mcp.registry import ALLOWED, OWNER

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.engine.waiting import wait_all, wait_first
+from app.foundation.waiting import wait_all, wait_first
 
 
 def _futures(count: int) -> list[asyncio.Future[None]]:

@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 import pytest
 
-from app.engine import ids
-from app.engine.ids import new_receipt_id, new_request_id, new_run_id
+from app.foundation import ids
+from app.foundation.ids import new_receipt_id, new_request_id, new_run_id
 
 
 @pytest.mark.parametrize("make", [new_receipt_id, new_run_id, new_request_id])

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from app.api.auth.keyring import new_key, new_key_id
-from app.engine.redaction import (
+from app.foundation.redaction import (
     _LITERALS,
     _PATTERNS,
     DEFAULT_REDACTOR,

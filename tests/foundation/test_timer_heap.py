@@ -8,7 +8,7 @@ import functools
 
 import pytest
 
-from app import timer_heap
+from app.foundation import timer_heap
 
 
 def test_without_the_task_registry_the_current_task_is_asked_for(

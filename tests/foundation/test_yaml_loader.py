@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.contract.yaml_loader import YAMLLoadError, load_yaml_file, parse_yaml
+from app.foundation.yaml_loader import YAMLLoadError, load_yaml_file, parse_yaml
 from tests.contract.helpers import base_registry, only_problem, write
 
 
