@@ -20,8 +20,7 @@ from app.api.schemas.plans import (
     sequential_plan,
 )
 from app.api.schemas.readable_plans import readable_parallel, readable_sequential
-from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.readable_preflight import ReadablePlan
+from app.engine import ParallelPlan, ReadablePlan, SequentialPlan
 from app.service.plans.service import PlanService
 
 P = TypeVar("P", SequentialPlan, ParallelPlan)

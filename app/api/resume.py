@@ -32,7 +32,7 @@ from app.api.schemas.plans import (
     SequentialPlanOut,
 )
 from app.api.schemas.runs import RUN_PROBLEMS, Text
-from app.engine.plan import ParallelPlan, SequentialPlan
+from app.engine import ParallelPlan, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.resume import (
     ContractChanged,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.ports import CachedOutput
+from app.engine import CachedOutput
 from app.store.repositories.cache import CacheRepository
 
 

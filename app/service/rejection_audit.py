@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from app.engine.preflight import PlanProblem
+from app.engine import PlanProblem
 from app.foundation.redaction import redact_text
 
 FULL_ROWS_PER_WINDOW = 20

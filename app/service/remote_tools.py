@@ -13,8 +13,7 @@ import logging
 
 from app.contract import Contract
 from app.contract.remote import with_targets
-from app.engine.remote.pins import Mismatch
-from app.engine.remote.tools import RemoteTools
+from app.engine import Mismatch, RemoteTools
 from app.observability.remote_tools import record_status
 
 logger = logging.getLogger("toolloop.remote")

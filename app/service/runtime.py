@@ -16,10 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.engine import Engine
-from app.engine.pipeline import CallPipeline
-from app.engine.plan import PlanLimits
-from app.engine.remote.tools import RemoteTools
+from app.engine import CallPipeline, Engine, PlanLimits, RemoteTools
 from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
 from app.observability.tracing import Tracing

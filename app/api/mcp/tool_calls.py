@@ -26,7 +26,7 @@ from app.api.mcp.approvals import (
 from app.api.mcp.caller import McpCaller
 from app.api.mcp.tool_listing import owner_tools, structured_output
 from app.contract import Tool
-from app.engine.preflight import PlanProblem
+from app.engine import PlanProblem
 from app.service.errors import PlanRejected, ServiceError, StorageUnavailable
 
 # Where preflight points into the one call of the plan an MCP call runs as.

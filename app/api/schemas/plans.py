@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.plan import Lane, ParallelPlan, PlannedCall, SequentialPlan
+from app.engine import Lane, ParallelPlan, PlannedCall, SequentialPlan
 
 
 class _Strict(BaseModel):

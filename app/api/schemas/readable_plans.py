@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.engine.plan import PlannedCall
-from app.engine.readable_preflight import ReadableCall, ReadableChain, ReadablePlan
+from app.engine import PlannedCall, ReadableCall, ReadableChain, ReadablePlan
 
 
 def readable_sequential(data: Any) -> ReadablePlan | None:

@@ -17,11 +17,20 @@ from itertools import accumulate
 from typing import Any
 
 from app.contract.compiled import Contract
-from app.engine.confirmation import CallPlace, ConfirmationDecision
-from app.engine.plan import Lane, ParallelPlan, PlannedCall, SequentialPlan
-from app.engine.receipt import CallError, ErrorKind, Receipt, Status
-from app.engine.resume import ResumePoint
-from app.engine.run import RunIdentity
+from app.engine import (
+    CallError,
+    CallPlace,
+    ConfirmationDecision,
+    ErrorKind,
+    Lane,
+    ParallelPlan,
+    PlannedCall,
+    Receipt,
+    ResumePoint,
+    RunIdentity,
+    SequentialPlan,
+    Status,
+)
 from app.service.plans.runs import ParallelRun, SequentialRun
 from app.service.plans.service import PlanService
 from app.store.models import Confirmation, Run

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.contract.canonical import canonical_json, sha256_digest
-from app.engine.plan import ParallelPlan, PlannedCall, SequentialPlan
+from app.engine import ParallelPlan, PlannedCall, SequentialPlan
 
 
 def plan_digest(plan: SequentialPlan | ParallelPlan) -> str:

@@ -20,8 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract.compiled import Contract
-from app.engine.confirmation import WaitingCall
-from app.engine.plan import ParallelPlan, SequentialPlan
+from app.engine import ParallelPlan, SequentialPlan, WaitingCall
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable

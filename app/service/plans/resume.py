@@ -28,11 +28,16 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.contract.compiled import Tool
-from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.preflight import preflight_parallel, preflight_sequential
-from app.engine.receipt import Receipt, Status
-from app.engine.resume import ResumePoint
-from app.engine.run import RunIdentity
+from app.engine import (
+    ParallelPlan,
+    Receipt,
+    ResumePoint,
+    RunIdentity,
+    SequentialPlan,
+    Status,
+    preflight_parallel,
+    preflight_sequential,
+)
 from app.observability.context import bind_run
 from app.service.errors import PlanRejected, ServiceError, StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, claim_key

@@ -15,15 +15,20 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.confirmation import CallPlace, ConfirmationDecision, WaitingCall
-from app.engine.engine import Engine
-from app.engine.errors import ReceiptWriteFailed
-from app.engine.parallel import ParallelOutcome
-from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.receipt import Receipt
-from app.engine.resume import ResumePoint
-from app.engine.run import RunIdentity
-from app.engine.sequential import SequentialOutcome
+from app.engine import (
+    CallPlace,
+    ConfirmationDecision,
+    Engine,
+    ParallelOutcome,
+    ParallelPlan,
+    Receipt,
+    ReceiptWriteFailed,
+    ResumePoint,
+    RunIdentity,
+    SequentialOutcome,
+    SequentialPlan,
+    WaitingCall,
+)
 from app.observability.answer_trace_ids import with_current_trace_id
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable

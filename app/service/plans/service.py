@@ -23,11 +23,19 @@ from uuid import uuid4
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract, Effect
-from app.engine.engine import Engine
-from app.engine.plan import ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
-from app.engine.preflight import PlanProblem, preflight_parallel, preflight_sequential
-from app.engine.readable_preflight import ReadablePlan, readable_problems
-from app.engine.run import RunIdentity
+from app.engine import (
+    Engine,
+    ParallelPlan,
+    PlanLimits,
+    PlannedCall,
+    PlanProblem,
+    ReadablePlan,
+    RunIdentity,
+    SequentialPlan,
+    preflight_parallel,
+    preflight_sequential,
+    readable_problems,
+)
 from app.foundation.ids import new_run_id
 from app.observability.context import bind_run
 from app.observability.plans import record_plan_rejected

@@ -18,8 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.preflight import PlanProblem
-from app.engine.run import RunIdentity
+from app.engine import PlanProblem, RunIdentity
 from app.foundation.ids import new_run_id
 from app.observability.context import bind_run
 from app.router.limits import RouterLimits

@@ -14,7 +14,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.engine.engine import Engine
+from app.engine import Engine
 from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.ports import RouterKit

@@ -15,8 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.errors import ReceiptWriteFailed
-from app.engine.receipt import Receipt
+from app.engine import Receipt, ReceiptWriteFailed
 from app.router.loop import RouterRun
 from app.router.loop import RunResult as LoopResult
 from app.router.pause import Decision
