@@ -35,10 +35,11 @@ from app.router import assembly, closeout, transcript
 from app.router.calls import Admitted, deny, execute
 from app.router.decision_contract import Batch, Candidate, Rejected, Rejection, check_proposal
 from app.router.gating import gate_problem
+from app.router.guardrails import first_denial
 from app.router.model import ask
 from app.router.outcome import Outcome, RunStatus, Stop, completion_stop, status_of
 from app.router.pause import Checkpoint, Decision, PendingCall, args_digest
-from app.router.policies import first_denial, short
+from app.router.policies import short
 from app.router.ports import DecisionSink, RouterKit
 from app.router.request_checks import RunPlan
 from app.router.session import RunSession
