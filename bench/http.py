@@ -446,6 +446,18 @@ async def _compare(
                 for key, value in figures.items():
                     if key in units:
                         samples[subject].setdefault(key, Sample(units[key])).values.append(value)
+    _report(section, name, samples, list(staged), database_counters=counters is not None)
+
+
+def _report(
+    section: Section,
+    name: str,
+    samples: dict[str, dict[str, Sample]],
+    staged: list[str],
+    *,
+    database_counters: bool,
+) -> None:
+    """One database's rounds as the section's samples, checks and notes."""
     floor = samples["floor"]
     for subject, kept in samples.items():
         for key, sample in kept.items():
@@ -484,14 +496,14 @@ async def _compare(
     for subject in ("one-call plan", "ten-call plan", keyed):
         kept = samples[subject]
         columns = ["p99", "commits", SLOW_COMMITS]
-        if counters is not None:
+        if database_counters:
             columns += ["checkpoints", "checkpoint buffers"]
         each = zip(*(kept[column].values for column in columns), strict=True)
         rounds.append(
             f"{subject} "
             + ", ".join(f"{p99:.1f}/" + "/".join(f"{v:.0f}" for v in rest) for p99, *rest in each)
         )
-    checkpoints = " / checkpoints started / buffers they wrote" if counters is not None else ""
+    checkpoints = " / checkpoints started / buffers they wrote" if database_counters else ""
     section.notes.append(
         f"{name}: each round's p99 (ms) / group commits / {SLOW_COMMITS}{checkpoints}, "
         "while our server ran: " + "; ".join(rounds)

@@ -73,22 +73,37 @@ def _finite(value: Any) -> bool:
 
 
 def _problem(value: Any, pointer: str, depth: int) -> str | None:
+    if value is None or isinstance(value, bool | int | str | float):
+        return _scalar_problem(value, pointer or "/")
+    if isinstance(value, dict | list | tuple):
+        return _nested_problem(value, pointer, depth)
+    if isinstance(value, enum.Enum):
+        return _problem(value.value, pointer, depth)
+    if isinstance(value, uuid.UUID | orjson.Fragment):
+        return None
+    return f"at {pointer or '/'}: {type(value).__name__} is not a JSON value"
+
+
+def _scalar_problem(value: bool | int | str | float | None, where: str) -> str | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         if _MIN_INT <= value <= _MAX_INT:
             return None
-        return f"at {pointer or '/'}: an integer beyond 64 bits (it would be read back inexactly)"
+        return f"at {where}: an integer beyond 64 bits (it would be read back inexactly)"
     if isinstance(value, str):
         if value.isascii() or _utf8(value):
             return None
-        where = pointer or "/"
         return f"at {where}: a string holds a lone surrogate (not UTF-8: it cannot be stored)"
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return None
-        return f"at {pointer or '/'}: {value!r} is not a JSON number"
-    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+    if math.isfinite(value):
+        return None
+    return f"at {where}: {value!r} is not a JSON number"
+
+
+def _nested_problem(
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...], pointer: str, depth: int
+) -> str | None:
+    if depth >= MAX_DEPTH:
         where = pointer if len(pointer) <= 80 else pointer[:80] + "..."
         return f"at {where}: nested more than {MAX_DEPTH} levels (or self-referencing)"
     if isinstance(value, dict):
@@ -100,17 +115,11 @@ def _problem(value: Any, pointer: str, depth: int) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = _problem(item, f"{pointer}/{index}", depth + 1)
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, enum.Enum):
-        return _problem(value.value, pointer, depth)
-    if isinstance(value, uuid.UUID | orjson.Fragment):
-        return None
-    return f"at {pointer or '/'}: {type(value).__name__} is not a JSON value"
+    for index, item in enumerate(value):
+        found = _problem(item, f"{pointer}/{index}", depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _utf8(text: str) -> bool:

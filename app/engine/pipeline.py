@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
+from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -91,7 +92,6 @@ class _ToolSpec:
     """What running one tool needs, looked up once when the engine is built."""
 
     __slots__ = (
-        "admit_now",
         "args_valid",
         "before_start",
         "cached",
@@ -119,18 +119,18 @@ class _ToolSpec:
         required: bool,
     ) -> None:
         self.gate = gate
-        # The gate's uncontended take and its release. A gate that limits
-        # concurrency alone (the usual case) is taken with `take_slot`, a C call
-        # raising IndexError when no slot is free; any other with `admit_now`.
+        # The gate's uncontended take, raising IndexError when it must wait, and its
+        # release. A gate that limits concurrency alone (the usual case) is taken
+        # with the slots' own C call; any other through `try_acquire`.
         self.take_slot: Callable[[], object] | None = None
-        self.admit_now: Callable[[], bool] | None = None
         self.release: Callable[[], None] | None = None
         if gate is not None:
             slots = gate.slots
-            if slots is not None and gate.bucket is None:
-                self.take_slot = slots.take_free
-            else:
-                self.admit_now = gate.try_acquire
+            self.take_slot = (
+                slots.take_free
+                if slots is not None and gate.bucket is None
+                else partial(_take_now, gate.try_acquire)
+            )
             self.release = None if slots is None else slots.give
         self.redactor = Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
         self.args_valid = tool.input_schema.is_valid
@@ -143,13 +143,20 @@ class _ToolSpec:
         self.has_effects = tool.effect is not Effect.READ
         # Looked up in the cache before it runs.
         self.cached = tool.cacheable and cached
-        # Something to do before the call starts: a cache lookup or waiting for room.
-        self.before_start = self.cached or backpressure
         # Its `requires` is checked before it starts; its calls are counted when capped.
         self.gated = tool.requires is not None
         self.capped = tool.requires is not None and tool.requires.max_per_run is not None
+        # Something to do before the call starts whatever the run: its `requires`,
+        # its confirmation, a cache lookup or waiting for room (`_before_start`).
+        self.before_start = self.gated or self.confirm or self.cached or backpressure
         # Another tool's `requires.after` names it: its successes are recorded.
         self.required = required
+
+
+def _take_now(try_acquire: Callable[[], bool]) -> None:
+    """A gate's uncontended take, as the slots' own take is: IndexError when it must wait."""
+    if not try_acquire():
+        raise IndexError
 
 
 class CallPipeline:
@@ -216,42 +223,34 @@ class CallPipeline:
         input schema (the same compiled validator) and this is their fingerprint.
 
         One coroutine frame for the whole call, attempts included: this runs once
-        per call, and what only rare paths need (waits, retries, failures) is in
-        helpers. Its locals are kept few: with seven more, the coroutine would
+        per call, and what only rare paths need (the checks and waits before the
+        start, retries, failures, results to look at twice) is in helpers, entered
+        only when needed. Its locals are kept few: with seven more, the coroutine would
         outgrow CPython's small-object allocator (512 bytes) and cost a malloc.
         """
         spec = self._specs[tool.id]
         call = new_call(
             state, tool, args, seq, call_key, item_key, parent_receipt_id, self._clock()
         )
-        if checked_fingerprint is not None:
-            call.fingerprint = checked_fingerprint
-        elif not spec.args_valid(args):
+        if checked_fingerprint is None and not spec.args_valid(args):
             return self._reject_args(call, out)
-        else:
-            call.fingerprint = fingerprint(tool.id, args)
-        if spec.gated:
-            error = self._unmet_requirements(call, spec.capped)
-            if error is not None:
-                return self._settle(call, out, _SKIPPED, None, error)
-        if spec.confirm and self._refused(call, out):
-            return out[-1]
+        call.fingerprint = (
+            fingerprint(tool.id, args) if checked_fingerprint is None else checked_fingerprint
+        )
         deadline = state.deadline
-        if deadline is not None and state.loop.time() >= deadline:
-            return self._settle(call, out, _SKIPPED, None, DEADLINE_SKIP)
         output: Any  # bound by the attempt that succeeds
-        error = None
         try:
+            # What may settle or hold the call before it starts, in `_before_start`,
+            # entered only when one of them applies.
             if (
-                state.unconfirmed_start is not None
-                and (spec.has_effects or state.unconfirmed_start.done())
-                and not await state.start_recorded()
-            ):
-                return self._settle(call, out, _SKIPPED, None, START_NOT_RECORDED)
-            if spec.before_start:
-                hit = await self._before_start(call)
-                if hit is not None:
-                    return self._settle_hit(call, out, hit)
+                spec.before_start
+                or (deadline is not None and state.loop.time() >= deadline)
+                or (
+                    state.unconfirmed_start is not None
+                    and (spec.has_effects or state.unconfirmed_start.done())
+                )
+            ) and (settled := await self._before_start(call, spec, out)) is not None:
+                return settled
             self._emit(
                 _new(
                     AuditEvent,
@@ -278,20 +277,16 @@ class CallPipeline:
                     except IndexError:
                         if not await self._admit(call, spec.gate):
                             return self._settle(call, out, *deadline_stop(call))
-                elif (
-                    spec.admit_now is not None
-                    and not spec.admit_now()
-                    and not await self._admit(call, spec.gate)
-                ):
-                    return self._settle(call, out, *deadline_stop(call))
                 # A sync attempt's thread work: its slot is held until the thread ends.
                 work: Future[Any] | None = None
                 try:
-                    timeout_s = tool.timeout_s
-                    if deadline is not None:
-                        timeout_s = min(timeout_s, deadline - state.loop.time())
-                        if timeout_s <= 0.0:
-                            return self._settle(call, out, *deadline_stop(call))
+                    timeout_s = (
+                        tool.timeout_s
+                        if deadline is None
+                        else min(tool.timeout_s, deadline - state.loop.time())
+                    )
+                    if timeout_s <= 0.0:
+                        return self._settle(call, out, *deadline_stop(call))
                     attempt = call.attempts = call.attempts + 1
                     call.running_attempt = attempt
                     token = _set_current((call, attempt))
@@ -302,26 +297,22 @@ class CallPipeline:
                         # disarmed here or in `_attempt_failed`, not by `with` (a
                         # `with` block costs as much as all the rest of the watchdog).
                         watchdog = state.deadlines.arm(state.deadlines.now() + timeout_s)
-                        if spec.is_async:
-                            output = await spec.function(**args)
-                        else:
-                            work = self._invoker.submit(tool.target, args)
-                            output = await _wrap_future(work)
+                        work = None if spec.is_async else self._invoker.submit(tool.target, args)
+                        output = await (
+                            spec.function(**args) if work is None else _wrap_future(work)
+                        )
+                        watchdog.disarm(False)
+                        break  # succeeded: on to the output checks
                     except BaseException as exc:
-                        # A thread's work cancels here only while still queued: it never
-                        # started. (Inline, not a local: the coroutine's size, above.)
+                        # Raises again what must propagate. A thread's work cancels here
+                        # only while still queued: it never started. (Inline, not a
+                        # local: the coroutine's size, above.)
                         error = self._attempt_failed(
                             call, exc, timeout_s, watchdog, work is None or not work.cancel()
                         )
-                        if error is None:
-                            raise
-                    else:
-                        watchdog.disarm(False)
                     finally:
                         _reset_current(token)
                         call.running_attempt = 0
-                        if call.threaded:
-                            call.end_attempt()
                 finally:
                     if spec.release is not None:
                         if work is None or work.done():
@@ -329,44 +320,26 @@ class CallPipeline:
                         else:
                             # A sync callable runs on after its timeout: the slot counts it.
                             when_thread_ends(work, spec.release)
-                if error is None:
-                    break
-                call.last_error = error
-                delay = self._retry_delay(call, error)
-                if delay is None:
+                if not await self._retried(call, error):
                     return self._settle(call, out, failure_status(error), None, error)
-                error = None
-                if delay > 0.0:
-                    await asyncio.sleep(delay)
         except _CancelledError:
             self._settle(call, out, *cancelled(call))
             raise
-        # The result must be JSON: `json_problem`, whose first step, done here, is
-        # all it does for most results.
+        # The result must be JSON, storable and valid: `_settle_output` checks each in
+        # turn; written here first, most results need none of it.
         try:
             written: bytes | None = _dumps(output, option=JSON_CHECK_OPTIONS)
         except TypeError:
             written = None
-        if (written is None or written.partition(b"null")[1]) and (
-            not_json := json_problem(output)
-        ) is not None:
-            error = CallError(_OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
-            return self._settle(call, out, _FAILED, None, error)
-        # JSON, but not storable: failed here, so that no row ever holds it.
-        if (written is None or written.partition(NUL_ESCAPE)[1]) and (
-            unstorable := unstorable_problem(output)
-        ) is not None:
-            error = CallError(_OUTPUT_SCHEMA, f"{UNSTORABLE_OUTPUT}: {unstorable}")
-            return self._settle(call, out, _FAILED, None, error)
-        if not spec.output_valid(output):
-            error = CallError(
-                _OUTPUT_SCHEMA, describe_problems(BAD_OUTPUT, tool.output_schema, output)
-            )
-            return self._settle(call, out, _FAILED, None, error)
-        if tool.control_envelope is None:
-            return self._settle(call, out, _SUCCEEDED, output, None)
-        control = evaluate_control(tool.control_envelope, output).to_dict()
-        return self._settle(call, out, _SUCCEEDED, output, None, control)
+        if (
+            written is None
+            or written.partition(b"null")[1]
+            or written.partition(NUL_ESCAPE)[1]
+            or not spec.output_valid(output)
+            or tool.control_envelope is not None
+        ):
+            return self._settle_output(call, out, output, written)
+        return self._settle(call, out, _SUCCEEDED, output, None)
 
     def skip(
         self,
@@ -528,14 +501,37 @@ class CallPipeline:
         invalid = CallError(ErrorKind.INPUT_SCHEMA, describe_problems(BAD_ARGS, schema, call.args))
         return self._settle(call, out, Status.FAILED, None, invalid)
 
-    async def _before_start(self, call: Call) -> CachedOutput | None:
-        """Wait for room in the writer's backlog, then look the call up in the cache."""
+    async def _before_start(
+        self, call: Call, spec: _ToolSpec, out: list[Receipt]
+    ) -> Receipt | None:
+        """What may settle or hold a call before it starts, in this order: its tool's
+        `requires`, the confirmation gate (raising ConfirmationRequired without a
+        decision), the run's deadline, the run's start record, room in the writer's
+        backlog, the cache. The call's receipt when one of them settled it."""
+        state = call.state
+        if spec.gated:
+            error = self._unmet_requirements(call, spec.capped)
+            if error is not None:
+                return self._settle(call, out, _SKIPPED, None, error)
+        if spec.confirm and self._refused(call, out):
+            return out[-1]
+        deadline = state.deadline
+        if deadline is not None and state.loop.time() >= deadline:
+            return self._settle(call, out, _SKIPPED, None, DEADLINE_SKIP)
+        started = state.unconfirmed_start
+        if (
+            started is not None
+            and (spec.has_effects or started.done())
+            and not await state.start_recorded()
+        ):
+            return self._settle(call, out, _SKIPPED, None, START_NOT_RECORDED)
         backpressure = self._backpressure
         if backpressure is not None and (room := backpressure.room()) is not None:
             await self._wait_for_room(call, room)
-        tool = call.tool
-        if tool.cacheable and self._cache is not None:
-            return await self._cache.lookup(tool, call.fingerprint)
+        if spec.cached and self._cache is not None:
+            hit = await self._cache.lookup(call.tool, call.fingerprint)
+            if hit is not None:
+                return self._settle_hit(call, out, hit)
         return None
 
     async def _admit(self, call: Call, gate: ToolGate | None) -> bool:
@@ -555,11 +551,13 @@ class CallPipeline:
         timeout_s: float,
         watchdog: Watchdog | None,
         started: bool = True,
-    ) -> CallError | None:
+    ) -> CallError:
         """What an attempt's exception means for the call, once its watchdog (None:
-        not armed) is disarmed; None: it must propagate (the run itself is being
-        cancelled). `started`: False for a sync callable still waiting for a worker
-        thread (it never ran)."""
+        not armed) is disarmed and the attempt's dispatches ended; raises `exc` again
+        when it must propagate (the run itself is being cancelled). `started`: False
+        for a sync callable still waiting for a worker thread (it never ran)."""
+        if call.threaded:
+            call.end_attempt()
         tool = call.tool
         expired = watchdog is not None and watchdog.disarm(type(exc) is _CancelledError)
         if expired or isinstance(exc, WatchdogExpired):
@@ -586,20 +584,22 @@ class CallPipeline:
                 else:
                     # Never began: the call reads as not started (or stopped between attempts).
                     call.attempts -= 1
-                return None
+                raise exc
             return CallError(ErrorKind.EXCEPTION, "CancelledError raised by the callable")
         # A callable's SystemExit or KeyboardInterrupt is its own failure too.
         return CallError(ErrorKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
 
-    def _retry_delay(self, call: Call, error: CallError) -> float | None:
-        """The wait before the next attempt (audited), or None when there is none."""
+    async def _retried(self, call: Call, error: CallError) -> bool:
+        """Whether the call gets another attempt after `error`; True once the backoff
+        delay (audited) has passed."""
+        call.last_error = error
         tool = call.tool
         if call.attempts >= tool.retry.max_attempts or not is_retryable(error, tool.effect):
-            return None
+            return False
         delay = backoff_delay(tool.retry, call.attempts, self._rng)
         deadline = call.state.deadline
         if deadline is not None and call.state.loop.time() + delay >= deadline:
-            return None
+            return False
         self._audit(
             AuditKind.CALL_RETRIED,
             self._clock(),
@@ -610,7 +610,37 @@ class CallPipeline:
                 "error": error_detail(error, self._call_redactor(call)),
             },
         )
-        return delay
+        if delay > 0.0:
+            await asyncio.sleep(delay)
+        return True
+
+    def _settle_output(
+        self, call: Call, out: list[Receipt], output: Any, written: bytes | None
+    ) -> Receipt:
+        """Settle a call whose callable returned `output` (`written`: orjson's text of
+        it, None when orjson refused it), checking it in turn: a JSON value, storable,
+        valid against the output schema; then its control envelope, if any."""
+        tool = call.tool
+        # `json_problem`'s first step is the writing already done.
+        if (written is None or written.partition(b"null")[1]) and (
+            not_json := json_problem(output)
+        ) is not None:
+            error = CallError(_OUTPUT_SCHEMA, f"{NOT_JSON_OUTPUT}: {not_json}")
+            return self._settle(call, out, _FAILED, None, error)
+        # JSON, but not storable: failed here, so that no row ever holds it.
+        if (written is None or written.partition(NUL_ESCAPE)[1]) and (
+            unstorable := unstorable_problem(output)
+        ) is not None:
+            error = CallError(_OUTPUT_SCHEMA, f"{UNSTORABLE_OUTPUT}: {unstorable}")
+            return self._settle(call, out, _FAILED, None, error)
+        if not tool.output_schema.is_valid(output):
+            error = CallError(
+                _OUTPUT_SCHEMA, describe_problems(BAD_OUTPUT, tool.output_schema, output)
+            )
+            return self._settle(call, out, _FAILED, None, error)
+        envelope = tool.control_envelope
+        control = None if envelope is None else evaluate_control(envelope, output).to_dict()
+        return self._settle(call, out, _SUCCEEDED, output, None, control)
 
     def _settle_hit(self, call: Call, out: list[Receipt], hit: CachedOutput) -> Receipt:
         envelope = call.tool.control_envelope
@@ -648,6 +678,10 @@ class CallPipeline:
         parent_receipt_id = call.parent_receipt_id
         attempts = call.attempts
         finished_at = self._clock()
+        # The attempt's dispatches still running end with the call (a failed attempt's
+        # ended in `_attempt_failed`).
+        if call.threaded:
+            call.end_attempt()
         spec = self._specs[tool_id]
         if status is _SUCCEEDED and spec.required:
             state.requirements.record_success(item_key, tool_id)
