@@ -21,6 +21,7 @@ PEER_MODULES = (
     "pydantic_ai",
     "pydantic_ai.messages",
     "pydantic_ai.models.function",
+    "pydantic_ai.usage",
     "langchain_core.messages",
     "langchain_core.tools",
     "langgraph.graph",
@@ -67,6 +68,75 @@ def pydantic_ai_runs(calls: int) -> tuple[PeerRun, PeerRun]:
 
     with_calls, without = agent(calls), agent(0)
     return (lambda: with_calls.run("go")), (lambda: without.run("go"))
+
+
+class PeerModelClock:
+    """CPU seconds spent in a peer's model round trip, and in its model function."""
+
+    def __init__(self) -> None:
+        self.round_trip = 0.0
+        self.function = 0.0
+
+
+def pydantic_ai_turns(
+    turns: int, tools: tuple[str, ...], clock: PeerModelClock
+) -> Callable[[], Awaitable[Any]]:
+    """An agent run whose function model asks, turn by turn, for one call of the same
+    no-op tools as the router's benchmark (in turn, new arguments each turn, as JSON
+    text), then answers with text. The model function is a coroutine, as a provider's
+    client is (a plain function would be sent to a worker thread), and reports its
+    usage, as the router's scripted model does (Pydantic AI would otherwise estimate
+    it from the whole history on every request). `clock` counts the CPU time inside
+    `FunctionModel.request` (the model round trip) and inside the model function."""
+    import json
+
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import RequestUsage, UsageLimits
+
+    from bench.tools import noop
+
+    asked = 0
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal asked
+        started = cpu_clock()
+        turn = asked
+        asked += 1
+        usage = RequestUsage(input_tokens=10, output_tokens=5)
+        if turn < turns:
+            arguments = json.dumps({"text": f"turn {turn}"})
+            call = ToolCallPart(tools[turn % len(tools)], arguments, tool_call_id=f"call-{turn}")
+            response = ModelResponse(parts=[call], usage=usage)
+        else:
+            response = ModelResponse(parts=[TextPart("done")], usage=usage)
+        clock.function += cpu_clock() - started
+        return response
+
+    class TimedModel(FunctionModel):
+        async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            started = cpu_clock()
+            try:
+                return await super().request(*args, **kwargs)
+            finally:
+                clock.round_trip += cpu_clock() - started
+
+    agent = Agent(
+        TimedModel(model),
+        tools=[Tool(noop, name=name, description="Return the text unchanged.") for name in tools],
+        name=f"bench-turns-{turns}",
+    )
+    limits = UsageLimits(request_limit=turns + 2)
+
+    async def run() -> Any:
+        nonlocal asked
+        asked = 0
+        result = await agent.run("Echo texts.", usage_limits=limits)
+        assert asked == turns + 1, (asked, turns)
+        return result
+
+    return run
 
 
 def langgraph_runs(calls: int) -> tuple[PeerRun, PeerRun]:
