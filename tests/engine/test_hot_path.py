@@ -104,6 +104,8 @@ async def test_a_call_the_callable_refuses_at_once_fails_inside_the_watchdog(
         {"max_concurrency": 2},
         {"rate_limit": {"per_second": 1000.0, "burst": 100}},
         {"max_concurrency": 2, "rate_limit": {"per_second": 1000.0, "burst": 100}},
+        # One token at a time: every call after the first waits for the bucket.
+        {"rate_limit": {"per_second": 1000.0, "burst": 1}},
     ],
 )
 async def test_every_kind_of_gate_admits_and_releases(make_harness: Any, limits: Any) -> None:
@@ -117,7 +119,10 @@ async def test_every_kind_of_gate_admits_and_releases(make_harness: Any, limits:
         max_concurrency=6,
     )
 
-    assert all(r.status is Status.SUCCEEDED for lane in outcome.lanes for r in lane.receipts)
+    receipts = [receipt for lane in outcome.lanes for receipt in lane.receipts]
+    assert all(receipt.status is Status.SUCCEEDED for receipt in receipts)
+    if limits.get("rate_limit", {}).get("burst") == 1:
+        assert any(receipt.admission_wait_ms > 0 for receipt in receipts)  # it waited
     if "max_concurrency" in limits:
         assert engine_tools.STATE.max_in_flight["c"] <= 2
         slots = harness.engine._pipeline._specs["c"].gate.slots
