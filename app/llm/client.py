@@ -108,6 +108,10 @@ class LLMClient:
         tools: Sequence[ToolDefinition] = (),
     ) -> ModelReply:
         adapter = _ADAPTERS.get(profile.provider)
+        if adapter is None and profile.replays:
+            raise LLMConfigurationError(
+                f"model profile {profile.name!r} replays a recording: a replay run serves it"
+            )
         if adapter is None:
             raise LLMConfigurationError(
                 f"model profile {profile.name!r}: unknown provider {profile.provider!r}"

@@ -10,6 +10,10 @@ the profiles file (`TOOLLOOP_PROFILES`).
         temperature: 0              # optional, 0..2 (anthropic: 0..1)
         max_tokens: 1024            # optional
         timeout_s: 60               # optional
+      tour-replay:
+        provider: replay            # the replies a run recorded, no model server
+        cassette: tour.cassette.jsonl   # a cassette file, relative to this file;
+        # or run_id: <a recorded run's id>  (exactly one of the two)
 
 Nothing about a profile is implied: provider, base_url and model are required
 and no profile exists unless the file defines it. The one server-side default is
@@ -40,8 +44,9 @@ from app.llm.errors import UnknownProfileError
 DEFAULT_TIMEOUT_S = 60.0
 MAX_PROFILES_FILE_BYTES = 256 * 1024
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "anthropic", "replay"]
 PROVIDERS: tuple[str, ...] = get_args(Provider)
+REPLAY = "replay"
 _MAX_TEMPERATURE = {"openai": 2.0, "anthropic": 1.0}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -56,6 +61,13 @@ class ModelProfile:
     temperature: float | None = None
     max_tokens: int | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # A replay profile's source: a cassette file, or a recorded run's id.
+    cassette: Path | None = None
+    replay_run: str | None = None
+
+    @property
+    def replays(self) -> bool:
+        return self.provider == REPLAY
 
 
 class Profiles(Mapping[str, ModelProfile]):
@@ -101,7 +113,7 @@ _Name = Annotated[str, Field(min_length=1)]
 class _ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
-    provider: Provider
+    provider: Literal["openai", "anthropic"]
     base_url: str
     model: _Name
     api_key_env: str | None = None
@@ -129,6 +141,15 @@ class _ProfileSpec(BaseModel):
         return value
 
 
+class _ReplaySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    provider: Literal["replay"]
+    cassette: _Name | None = None
+    run_id: _Name | None = None
+    timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_TIMEOUT_S
+
+
 class _ProfilesFile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -149,15 +170,22 @@ def parse_profiles(data: Any, file: str) -> Profiles:
     """Validate already-parsed profiles data; `file` names the source in problems."""
     if data is None:
         raise ProfilesError([ContractProblem(file, "", "the file is empty; expected `profiles:`")])
+    original = data
+    replays, data = _replay_specs(data)
+    problems: list[ContractProblem] = []
+    profiles: dict[str, ModelProfile] = {}
     try:
         parsed = _ProfilesFile.model_validate(data)
     except ValidationError as exc:
-        raise ProfilesError(
-            [ContractProblem(file, _key_path(e["loc"]), _message(e)) for e in exc.errors()]
-        ) from None
-    problems: list[ContractProblem] = []
-    profiles: dict[str, ModelProfile] = {}
-    for name, spec in parsed.profiles.items():
+        problems = [ContractProblem(file, _key_path(e["loc"]), _message(e)) for e in exc.errors()]
+        if replays and all(p.path == "profiles" for p in problems):
+            problems = []  # "must define at least one profile": the replays are some
+        parsed = None
+    for name, raw in replays.items():
+        replay = _replay_profile(name, raw, file, problems)
+        if replay is not None:
+            profiles[name] = replay
+    for name, spec in parsed.profiles.items() if parsed is not None else ():
         limit = _MAX_TEMPERATURE[spec.provider]
         if spec.temperature is not None and spec.temperature > limit:
             path = f"profiles.{name}.temperature"
@@ -166,7 +194,64 @@ def parse_profiles(data: Any, file: str) -> Profiles:
         profiles[name] = ModelProfile(name=name, **spec.model_dump())
     if problems:
         raise ProfilesError(problems)
+    if replays:  # in the file's order
+        profiles = {name: profiles[name] for name in original["profiles"] if name in profiles}
     return Profiles(profiles, source=file)
+
+
+def _replay_specs(data: Any) -> tuple[dict[str, Any], Any]:
+    """The `provider: replay` profiles apart, and the data without them."""
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+        return {}, data
+    replays = {
+        name: spec
+        for name, spec in data["profiles"].items()
+        if isinstance(spec, dict) and spec.get("provider") == REPLAY
+    }
+    if not replays:
+        return {}, data
+    rest = {name: spec for name, spec in data["profiles"].items() if name not in replays}
+    return replays, {**data, "profiles": rest}
+
+
+def _replay_profile(
+    name: Any, raw: Any, file: str, problems: list[ContractProblem]
+) -> ModelProfile | None:
+    where = f"profiles.{name}"
+    if not isinstance(name, str) or not name:
+        problems.append(ContractProblem(file, where, "profile name must be a non-empty string"))
+        return None
+    try:
+        spec = _ReplaySpec.model_validate(raw)
+    except ValidationError as exc:
+        for e in exc.errors():
+            path = ".".join([where, *(str(part) for part in e["loc"])])
+            problems.append(ContractProblem(file, path, _message(e)))
+        return None
+    if (spec.cassette is None) == (spec.run_id is None):
+        problems.append(
+            ContractProblem(
+                file,
+                where,
+                "a replay profile names exactly one of "
+                "cassette (a file) or run_id (a recorded run)",
+            )
+        )
+        return None
+    cassette = None
+    if spec.cassette is not None:
+        cassette = Path(spec.cassette)
+        if not cassette.is_absolute() and file:
+            cassette = Path(file).parent / cassette
+    return ModelProfile(
+        name=name,
+        provider="replay",
+        base_url="",
+        model=REPLAY,
+        timeout_s=spec.timeout_s,
+        cassette=cassette,
+        replay_run=spec.run_id,
+    )
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

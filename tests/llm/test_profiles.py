@@ -106,7 +106,7 @@ def test_api_key_env_is_optional(tmp_path: Path) -> None:
         ("colour: blue", "profiles.p.colour: unknown key"),
         (
             "provider: mistral",
-            "profiles.p.provider: must be one of openai, anthropic, not 'mistral'",
+            "profiles.p.provider: must be one of openai, anthropic, replay, not 'mistral'",
         ),
         ("base_url: ftp://llm.test", "profiles.p.base_url: must be an http:// or https:// URL"),
         ("base_url: llm.test/v1", "profiles.p.base_url: must be an http:// or https:// URL"),
@@ -174,7 +174,7 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     )
 
     assert problems_of(path) == [
-        f"{path}: profiles.a.provider: must be one of openai, anthropic, not 'mistral'",
+        f"{path}: profiles.a.provider: must be one of openai, anthropic, replay, not 'mistral'",
         f"{path}: profiles.a.base_url: required key is missing",
         f"{path}: profiles.a.timeout_s: must be greater than 0",
         f"{path}: profiles.b.max_tokens: must be greater than 0",
