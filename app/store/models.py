@@ -264,3 +264,19 @@ class Confirmation(Base):
 
 
 RouterConfirmation = Confirmation
+
+
+class RouterRecording(Base):
+    """What a router run's replay needs: its request and its model's replies, both
+    redacted (`app.router.recording` caps each reply), in the order they came."""
+
+    __tablename__ = "router_recordings"
+
+    run_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    request: Mapped[dict[str, Any]]
+    replies: Mapped[list[Any]] = mapped_column(JsonDocument)
+    reply_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(default=utc_now)

@@ -32,6 +32,7 @@ TABLES = {
     "receipts",
     "router_checkpoints",
     "router_confirmations",
+    "router_recordings",
     "runs",
     "service_instances",
 }
