@@ -12,6 +12,7 @@ from app.llm.messages import Message, ModelReply, ToolDefinition
 from app.llm.profiles import ModelProfile
 from app.router.outcome import Stop
 from app.router.policies import short
+from app.router.recording import failure_entry, reply_entry
 from app.router.session import RunSession
 
 logger = logging.getLogger("toolloop.router")
@@ -47,9 +48,11 @@ async def ask(
         with session.deadline_watch():
             reply = await session.kit.llm.complete(profile, messages, tools)
     except (WatchdogExpired, TimeoutError):
+        session.replies.append(failure_entry(role, "timeout"))
         session.record("router.model_timeout", {"role": role, "profile": profile.name})
         return Stop.DEADLINE.value
     except LLMMalformedResponse as exc:
+        session.replies.append(failure_entry(role, "malformed", exc.reason))
         state.count_malformed("malformed_reply")
         session.record(
             "router.malformed_reply",
@@ -59,11 +62,13 @@ async def ask(
     except LLMError as exc:
         logger.warning("router run %s: the %s model failed: %s", session.identity.run_id, role, exc)
         state.error = short(exc.summary)
+        session.replies.append(failure_entry(role, "error", state.error))
         session.record(
             "router.llm_error", {"role": role, "profile": profile.name, "error": state.error}
         )
         return Stop.LLM_ERROR.value
     latency_ms = round((perf_counter() - started) * 1000.0, 3)
+    session.replies.append(reply_entry(role, reply, session.kit.redactors))
     usage = reply.usage
     state.add_usage(usage.input_tokens, usage.output_tokens, latency_ms)
     session.record(

@@ -56,9 +56,11 @@ class Outcome:
     state: dict[str, Any]
     receipts: list[dict[str, Any]]
     pending: list[dict[str, Any]] = field(default_factory=list)
+    # A replay's report (`app.service.router_replay`); None for any other run.
+    replay: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        shown = {
             "run_id": self.run_id,
             "status": self.status.value,
             "stopped_by": self.stopped_by,
@@ -70,3 +72,6 @@ class Outcome:
             "receipts": self.receipts,
             "pending": self.pending,
         }
+        if self.replay is not None:
+            shown["replay"] = self.replay
+        return shown

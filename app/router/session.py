@@ -43,6 +43,8 @@ class RunSession:
         self.receipts: list[Receipt] = []
         # The redacted copy of each of `receipts` (same order), rendered once per receipt.
         self._stored: list[dict[str, Any]] = []
+        # This stretch's model replies, redacted and capped (`recording`), in order.
+        self.replies: list[dict[str, Any]] = []
         # How many of the engine run's dispatched receipts were already collected.
         self.dispatched_seen = 0
         loop = asyncio.get_running_loop()

@@ -2,6 +2,7 @@
 
 Either failing (no profiles file, an invalid profile, a missing or invalid
 prompt) leaves the router closed with every problem named; nothing falls back.
+Prompts that loaded are kept even so: replaying a recording needs no profile.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def load_setup(profiles_file: Path | None, prompts_dir: Path) -> RouterSetup:
     except PromptError as exc:
         problems.extend(exc.problems)
     if problems:
-        return RouterSetup(None, None, tuple(problems))
+        return RouterSetup(None, prompts, tuple(problems))
     return RouterSetup(profiles, prompts, ())
 
 
