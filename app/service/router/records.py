@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.service.errors import StorageUnavailable
 from app.service.runs.reads import receipt_view
 from app.service.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
+from app.store.repositories.router_recordings import RouterRecordingRepository
 from app.store.repositories.router_runs import RouterRunRepository
 from app.store.repositories.runs import RunRepository
 
@@ -24,6 +26,18 @@ _STORE_ONLY = ("run_id", "seq", "owner", "created_at", "output_truncated", "outp
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class StretchRecording:
+    """What a stretch of a run adds to its recording (`router_replay` reads it back):
+    the run's request (kept from the first stretch) and this stretch's replies."""
+
+    request: dict[str, Any]
+    replies: list[dict[str, Any]]
+
+    async def keep(self, session: AsyncSession, run_id: str) -> None:
+        await RouterRecordingRepository(session).append(run_id, self.request, self.replies)
 
 
 class AuditDecisions:
@@ -60,14 +74,20 @@ class AuditDecisions:
 
 
 async def record_router_result(
-    sessions: async_sessionmaker[AsyncSession], writer: GroupCommitWriter, result: RunResult
+    sessions: async_sessionmaker[AsyncSession],
+    writer: GroupCommitWriter,
+    result: RunResult,
+    recording: StretchRecording | None = None,
 ) -> None:
-    """Keep how the run ended, or what it needs to be resumed; decisions are flushed first."""
+    """Keep how the run ended, or what it needs to be resumed, and the stretch's
+    replies; decisions are flushed first."""
     await writer.flush()
     run_id = result.outcome.run_id
     call_count = len(result.stored["receipts"])
     try:
         async with sessions.begin() as session:
+            if recording is not None:
+                await recording.keep(session, run_id)
             if isinstance(result, Finished):
                 await RunRepository(session).finish(
                     run_id,
@@ -98,10 +118,13 @@ async def record_router_stopped(
     status: str,
     outcome: dict[str, Any],
     call_count: int | None = None,
+    recording: StretchRecording | None = None,
 ) -> None:
     """Keep the end of a run stopped from outside (cancelled, interrupted, closed)."""
     try:
         async with sessions.begin() as session:
+            if recording is not None:
+                await recording.keep(session, run_id)
             await RunRepository(session).finish(
                 run_id, status=status, outcome=outcome, call_count=call_count, finished_at=_now()
             )

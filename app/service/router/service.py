@@ -11,35 +11,58 @@ any process can decide or cancel it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
+from app.contract.canonical import canonical_json, sha256_digest
 from app.engine import PlanProblem, RunIdentity
 from app.foundation.ids import new_run_id
+from app.llm.profiles import Profiles
+from app.llm.replay import ReplayModel
 from app.observability.context import bind_run
+from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.loop import RouterRun
 from app.router.pause import Checkpoint, Decision
 from app.router.ports import RouterKit
 from app.router.request import RouterRequest
-from app.router.request_checks import admit
+from app.router.request_checks import RunPlan, admit
 from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.router.records import AuditDecisions, closed_outcome
 from app.service.router.tasks import RouterTask
+from app.service.router_cassette import CassetteError, Recording, read_cassette
 from app.service.router_errors import RouterRequestRejected, RouterUnavailable
+from app.service.router_recorded import RecordingUnavailable, load_recording
+from app.service.router_replay import (
+    CapturedDecisions,
+    Replay,
+    ReplaySourceError,
+    recording_for,
+    replay_profile,
+    replayed_request,
+)
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import CANCELLED
 from app.service.writer import GroupCommitWriter
 from app.store.models import Run
 from app.store.repositories.router_runs import PENDING, RouterRunRepository
 from app.store.repositories.runs import RunRepository
+
+# The profile name a replay started from the command line gives both its models.
+REPLAY_PROFILE = "replay"
+
+
+def as_is(model: ChatModel) -> ChatModel:
+    return model
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +85,10 @@ class RouterService:
     limits: RouterLimits
     setup: RouterSetup
     kit: RouterKit | None
+    # What a replay runs with: built whenever the prompts loaded (a replay needs no profile).
+    replay_kit: RouterKit | None = None
+    # What every model request goes through (a trace's span), replayed ones too.
+    wrap_model: Callable[[ChatModel], ChatModel] = as_is
     # Rows for rejected requests: sanitized, bounded per caller (`rejection_audit`).
     rejections: RejectionAudit = field(init=False)
 
@@ -91,6 +118,66 @@ class RouterService:
         problems, plan = admit(request, self.contract, self.setup.profiles, self.limits)
         if plan is None:
             self._reject(request.owner, caller, problems)
+        recording = None
+        if plan.router_profile.replays or plan.final_profile.replays:
+            recording = await self._recording_of(plan, caller)
+        return await self._start(kit, plan, caller, request_digest, claim, recording)
+
+    async def open_replay(self, source: str | Path, caller: str | None) -> RouterTask:
+        """Replay a recorded run (its id) or a cassette file with its own request.
+
+        Raises RouterUnavailable (no prompts), ReplaySourceError, RouterRequestRejected
+        (the recorded request does not pass today's admission), StorageUnavailable.
+        """
+        kit = self.replay_kit
+        if kit is None:
+            raise RouterUnavailable(self.setup.problems)
+        try:
+            if isinstance(source, Path):
+                recording = read_cassette(source)
+            else:
+                recording = await load_recording(self.sessions, source)
+        except (CassetteError, RecordingUnavailable) as exc:
+            raise ReplaySourceError(str(exc)) from None
+        profile = replay_profile(REPLAY_PROFILE, recording.source)
+        data = replayed_request(recording, profile.name)
+        request = RouterRequest.from_json(data)
+        profiles = Profiles({**(self.setup.profiles or {}), profile.name: profile})
+        problems, plan = admit(request, self.contract, profiles, self.limits)
+        if plan is None:
+            self._reject(request.owner, caller, problems)
+        digest = sha256_digest(canonical_json(data))
+        return await self._start(kit, plan, caller, digest, None, recording)
+
+    async def _recording_of(self, plan: RunPlan, caller: str | None) -> Recording:
+        owner = plan.owner.name
+        profile = plan.router_profile
+        if not profile.replays or plan.final_profile.name != profile.name:
+            pointer = "/final_profile" if profile.replays else "/router_profile"
+            message = (
+                "a replay serves both models: router_profile and final_profile name "
+                "the same replay profile"
+            )
+            self._reject(owner, caller, [PlanProblem(pointer, message)])
+        try:
+            return await recording_for(profile, self.sessions)
+        except ReplaySourceError as exc:
+            self._reject(
+                owner,
+                caller,
+                [PlanProblem("/router_profile", f"model profile {profile.name!r}: {exc}")],
+            )
+
+    async def _start(
+        self,
+        kit: RouterKit,
+        plan: RunPlan,
+        caller: str | None,
+        request_digest: str,
+        claim: IdempotencyClaim | None,
+        recording: Recording | None,
+    ) -> RouterTask:
+        request = plan.request
         run_id = new_run_id()
         await record_run_start(
             self.sessions,
@@ -105,8 +192,15 @@ class RouterService:
         )
         bind_run(run_id, caller)
         identity = RunIdentity(run_id, plan.owner.name, caller, request.context, self.contract.hash)
-        run = RouterRun.new(kit, plan, identity, AuditDecisions(self.writer, run_id, caller))
-        return RouterTask.started(self.sessions, self.writer, run)
+        sink = AuditDecisions(self.writer, run_id, caller)
+        if recording is None:
+            run = RouterRun.new(kit, plan, identity, sink)
+            return RouterTask.started(self.sessions, self.writer, run)
+        model = ReplayModel(recording.entries)
+        replay = Replay(recording, model, CapturedDecisions(sink), self.contract.hash)
+        replaying = replace(kit, llm=self.wrap_model(model))
+        run = RouterRun.new(replaying, plan, identity, replay.decisions)
+        return RouterTask.started(self.sessions, self.writer, run, review=replay.review())
 
     async def cancel_paused(self, run_id: str, cancelled_by: str | None) -> str | None:
         """End a run that waits for confirmation `cancelled`: its waiting calls are
@@ -205,6 +299,10 @@ class RouterService:
                 reason = "the run cannot resume: " + "; ".join(
                     f"{p.pointer}: {p.message}" for p in problems
                 )
+                sink.record("router.resume_failed", {"reason": reason})
+                return reason
+            if plan.router_profile.replays:
+                reason = "a replay does not resume: its recording is served once; replay it again"
                 sink.record("router.resume_failed", {"reason": reason})
                 return reason
             identity = RunIdentity(

@@ -19,7 +19,7 @@ from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
 from app.router.ports import RouterKit
 from app.router.setup import load_setup, model_client
-from app.service.router.service import RouterService
+from app.service.router.service import RouterService, as_is
 from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 
@@ -45,10 +45,6 @@ def router_limits(settings: Settings) -> RouterLimits:
     )
 
 
-def _as_is(model: ChatModel) -> ChatModel:
-    return model
-
-
 def open_router(
     settings: Settings,
     contract: Contract,
@@ -58,15 +54,14 @@ def open_router(
     instance_id: str,
     http: httpx.AsyncClient,
     *,
-    wrap_model: Callable[[ChatModel], ChatModel] = _as_is,
+    wrap_model: Callable[[ChatModel], ChatModel] = as_is,
 ) -> RouterService:
     """`wrap_model`: what every model request goes through (a trace's span)."""
     setup = load_setup(settings.profiles, settings.prompts_dir)
     limits = router_limits(settings)
     kit = None
-    if setup.ready:
-        assert setup.profiles is not None
-        assert setup.prompts is not None
+    replay_kit = None
+    if setup.prompts is not None:
         llm = model_client(
             http,
             max_attempts=settings.llm_max_attempts,
@@ -74,7 +69,11 @@ def open_router(
             backoff_max_s=settings.llm_backoff_max_s,
             retry_after_max_s=settings.llm_retry_after_max_s,
         )
-        kit = RouterKit.build(engine, wrap_model(llm), setup.prompts, limits)
+        replay_kit = RouterKit.build(engine, wrap_model(llm), setup.prompts, limits)
+    if setup.ready:
+        assert setup.profiles is not None
+        assert setup.prompts is not None
+        kit = replay_kit
         logger.info(
             "router ready: %d model profile(s) from %s, prompts from %s",
             len(setup.profiles),
@@ -86,4 +85,14 @@ def open_router(
             "router disabled, POST /router/runs answers 503 (plans are not affected): %s",
             "; ".join(setup.problems),
         )
-    return RouterService(contract, sessions, writer, instance_id, limits, setup, kit)
+    return RouterService(
+        contract,
+        sessions,
+        writer,
+        instance_id,
+        limits,
+        setup,
+        kit,
+        replay_kit=replay_kit,
+        wrap_model=wrap_model,
+    )

@@ -20,8 +20,10 @@ from app.router.loop import RouterRun
 from app.router.loop import RunResult as LoopResult
 from app.router.pause import Decision
 from app.service.errors import StorageUnavailable
+from app.service.router_recorded import recorded_request
 from app.service.router.records import (
     AuditDecisions,
+    StretchRecording,
     closed_outcome,
     receipt_from_store,
     record_router_result,
@@ -33,6 +35,8 @@ from app.service.writer import GroupCommitWriter
 
 # Builds the run to drive, or says why it cannot be (the run is then closed `incomplete`).
 Prepare = Callable[[], RouterRun | str]
+# What becomes of a stretch's result before it is kept (a replay adds its report).
+Review = Callable[[RouterRun, LoopResult], LoopResult]
 
 
 class RouterTask:
@@ -47,6 +51,7 @@ class RouterTask:
         prepare: Prepare,
         decisions: Mapping[str, Decision] | None = None,
         last_outcome: Mapping[str, Any] | None = None,
+        review: Review | None = None,
     ) -> None:
         self._sessions = sessions
         self._writer = writer
@@ -56,16 +61,21 @@ class RouterTask:
         # None: the first stretch; otherwise the decisions a resume settles first.
         self._decisions = decisions
         self._last_outcome = last_outcome
+        self._review = review
         self._run: RouterRun | None = None
         self._result: LoopResult | None = None
         self._closed: str | None = None
 
     @classmethod
     def started(
-        cls, sessions: async_sessionmaker[AsyncSession], writer: GroupCommitWriter, run: RouterRun
+        cls,
+        sessions: async_sessionmaker[AsyncSession],
+        writer: GroupCommitWriter,
+        run: RouterRun,
+        review: Review | None = None,
     ) -> RouterTask:
         sink = AuditDecisions(writer, run.identity.run_id, run.identity.caller)
-        return cls(sessions, writer, run.identity.run_id, sink, lambda: run)
+        return cls(sessions, writer, run.identity.run_id, sink, lambda: run, review=review)
 
     @property
     def run_id(self) -> str:
@@ -84,6 +94,8 @@ class RouterTask:
                 self._result = await prepared.resume(self._decisions)
         except ReceiptWriteFailed as exc:
             raise StorageUnavailable(str(exc)) from exc
+        if self._review is not None:
+            self._result = self._review(prepared, self._result)
 
     async def finish(self) -> RunResult:
         if self._closed is not None:
@@ -95,7 +107,7 @@ class RouterTask:
         result, run = self._result, self._run
         assert result is not None
         assert run is not None
-        await record_router_result(self._sessions, self._writer, result)
+        await record_router_result(self._sessions, self._writer, result, _recording(run))
 
         def redacted() -> dict[str, Any]:
             receipts = sorted(run.session.receipts, key=lambda receipt: receipt.seq)
@@ -113,7 +125,12 @@ class RouterTask:
         )
         outcome["receipts"] = [receipt_from_store(row) for row in rows]
         await record_router_stopped(
-            self._sessions, self.run_id, status=status, outcome=outcome, call_count=len(rows)
+            self._sessions,
+            self.run_id,
+            status=status,
+            outcome=outcome,
+            call_count=len(rows),
+            recording=None if self._run is None else _recording(self._run),
         )
         return RunResult(self.run_id, status, outcome, lambda: outcome)
 
@@ -131,6 +148,14 @@ class RouterTask:
             "turns": state.turns,
             "state": state.to_public(),
         }
+
+
+def _recording(run: RouterRun) -> StretchRecording | None:
+    try:
+        session = run.session
+    except RuntimeError:  # not started: nothing was asked
+        return None
+    return StretchRecording(recorded_request(run.plan, run.kit.redactors), session.replies)
 
 
 def _redacted(receipt: Receipt) -> dict[str, Any]:
