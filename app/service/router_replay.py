@@ -123,7 +123,9 @@ class Replay:
             },
             run.session.replies,
         )
-        found = differences(recording.recorded, replayed)
+        # The replies the recording holds are what was served, whatever its header says.
+        served = replace(recording.recorded, roles=[entry.role for entry in recording.entries])
+        found = differences(served, replayed)
         return {
             "source": recording.source,
             "recorded_run_id": recording.run_id,
