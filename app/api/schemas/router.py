@@ -91,6 +91,43 @@ class PendingOut(BaseModel):
     contract_hash: str
 
 
+class ReplayDifferenceOut(BaseModel):
+    kind: Literal[
+        "call_refused",
+        "call_admitted",
+        "decision_changed",
+        "tool_changed",
+        "call_missing",
+        "call_added",
+        "receipt_changed",
+        "check_changed",
+        "stop_changed",
+        "turns_changed",
+        "reply_missing",
+        "replies_unused",
+        "reply_role_changed",
+    ]
+    call_key: str | None
+    recorded: Any
+    replayed: Any
+    message: str
+
+
+class ReplayRepliesOut(BaseModel):
+    recorded: int
+    asked: int
+
+
+class ReplayOut(BaseModel):
+    source: str = Field(description="`cassette <file name>` or `run <run id>`.")
+    recorded_run_id: str
+    same_request: bool = Field(description="The request is the recorded one (profiles aside).")
+    same_contract: bool = Field(description="The registries hash as when it was recorded.")
+    replies: ReplayRepliesOut
+    matches: bool = Field(description="No difference: every decision was taken again.")
+    differences: list[ReplayDifferenceOut]
+
+
 class RouterRunOut(BaseModel):
     run_id: str
     status: Literal["done", "incomplete", "pending", "error", "cancelled", "interrupted"]
@@ -104,6 +141,9 @@ class RouterRunOut(BaseModel):
     state: dict[str, Any]
     receipts: list[ReceiptOut]
     pending: list[PendingOut]
+    replay: ReplayOut | None = Field(
+        default=None, description="Only when both profiles are a replay profile: what differs."
+    )
 
 
 class ConfirmationIn(_Strict):
