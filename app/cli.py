@@ -1,4 +1,4 @@
-"""`toolloop`: serve the API, migrate the database, check registries."""
+"""`toolloop`: serve the API, migrate the database, check registries, replay router runs."""
 
 from __future__ import annotations
 
@@ -102,6 +102,24 @@ def _build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--scope", dest="scopes", action="append", required=True)
     create.add_argument("--api-keys", type=Path, help="keys file (env TOOLLOOP_API_KEYS)")
+
+    router = commands.add_parser("router", help="router runs")
+    router_commands = router.add_subparsers(dest="router_command", required=True)
+    replay = router_commands.add_parser(
+        "replay",
+        help="rerun a recorded router run against its recorded replies and today's "
+        "registries; print where the decisions differ (exit 4 when some do)",
+    )
+    replay.add_argument("source", help="a recorded run's id, or a cassette file")
+    replay.add_argument(
+        "--save-cassette",
+        type=Path,
+        metavar="PATH",
+        help="write the run's cassette (JSON lines) to PATH instead of replaying it",
+    )
+    _settings_flags(replay)
+    replay.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
+    replay.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
 
     registry = commands.add_parser("registry", help="registry tools for App authors")
     registry_commands = registry.add_subparsers(dest="registry_command", required=True)
@@ -292,6 +310,22 @@ def _first_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _router_replay(settings: Settings, source: str, save_to: Path | None) -> int:
+    from app.replay_command import print_result, replay, save_cassette
+
+    try:
+        if save_to is not None:
+            status, text = save_cassette(settings, source, save_to)
+            return print_result(status, text, to_stdout=False)
+        contract = _load(settings)
+        if contract is None:
+            return 1
+        status, text = asyncio.run(replay(settings, contract, source))
+    except DatabaseUnavailable as exc:
+        return _fail(str(exc))
+    return print_result(status, text, to_stdout=True)
+
+
 def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
     if settings.api_keys is None:
         return _fail("no keys file: use --api-keys PATH or TOOLLOOP_API_KEYS")
@@ -319,6 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(settings)
     if args.command == "keys":
         return _keys_create(settings, args.name, args.scopes)
+    if args.command == "router":
+        return _router_replay(settings, args.source, args.save_cassette)
     return _db_upgrade(settings)
 
 

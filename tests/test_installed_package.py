@@ -3,6 +3,7 @@ outside the checkout, migrates its database, serves the example registry and run
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -139,3 +140,28 @@ def test_installed_wheel_migrates_serves_and_runs_a_plan(
         assert [r["call_key"] for r in stored.json()["items"]] == ["n", "c"]
     finally:
         server.stop()
+
+
+def test_installed_wheel_replays_the_tour_cassette_with_no_model(
+    installed: Path, elsewhere: Path, database_url: str
+) -> None:
+    shutil.copy(REPO / "registries" / "tour.cassette.jsonl", elsewhere / "tour.cassette.jsonl")
+    env = {**clean_environment(), "TOOLLOOP_DATABASE_URL": database_url}
+    replayed = subprocess.run(
+        [
+            str(installed / "toolloop"),
+            "router",
+            "replay",
+            "tour.cassette.jsonl",
+            "--registry",
+            "registry.yml",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    answer = json.loads(replayed.stdout)
+    assert answer["status"] == "done"
+    assert answer["replay"]["matches"] is True
