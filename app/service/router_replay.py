@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -77,11 +78,19 @@ async def recording_for(
     profile: ModelProfile, sessions: async_sessionmaker[AsyncSession]
 ) -> Recording:
     """The recording a replay profile names; ReplaySourceError says why there is none."""
+    source = profile.cassette if profile.cassette is not None else profile.replay_run
+    assert source is not None
+    return await recording_from(source, sessions)
+
+
+async def recording_from(
+    source: Path | str, sessions: async_sessionmaker[AsyncSession]
+) -> Recording:
+    """A cassette file's recording, or a recorded run's (by its id)."""
     try:
-        if profile.cassette is not None:
-            return await asyncio.to_thread(read_cassette, profile.cassette)
-        assert profile.replay_run is not None
-        return await load_recording(sessions, profile.replay_run)
+        if isinstance(source, Path):
+            return await asyncio.to_thread(read_cassette, source)
+        return await load_recording(sessions, source)
     except (CassetteError, RecordingUnavailable) as exc:
         raise ReplaySourceError(str(exc)) from None
 

@@ -39,14 +39,14 @@ from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.router.records import AuditDecisions, closed_outcome
 from app.service.router.tasks import RouterTask
-from app.service.router_cassette import CassetteError, Recording, read_cassette
+from app.service.router_cassette import Recording
 from app.service.router_errors import RouterRequestRejected, RouterUnavailable
-from app.service.router_recorded import RecordingUnavailable, load_recording
 from app.service.router_replay import (
     CapturedDecisions,
     Replay,
     ReplaySourceError,
     recording_for,
+    recording_from,
     replay_profile,
     replayed_request,
 )
@@ -132,13 +132,7 @@ class RouterService:
         kit = self.replay_kit
         if kit is None:
             raise RouterUnavailable(self.setup.problems)
-        try:
-            if isinstance(source, Path):
-                recording = read_cassette(source)
-            else:
-                recording = await load_recording(self.sessions, source)
-        except (CassetteError, RecordingUnavailable) as exc:
-            raise ReplaySourceError(str(exc)) from None
+        recording = await recording_from(source, self.sessions)
         profile = replay_profile(REPLAY_PROFILE, recording.source)
         data = replayed_request(recording, profile.name)
         request = RouterRequest.from_json(data)
