@@ -8,11 +8,16 @@ malformed cassette is a 422 naming its line.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
+from fastapi import FastAPI
+
 from app.settings import Settings
-from tests.router.http_support import running
+from app.store.repositories.router_recordings import RouterRecordingRepository
+from tests.router.http_support import run_body, running
 from tests.router.replay_support import (
     EXAMPLE,
     EXAMPLE_PROFILES,
@@ -26,6 +31,7 @@ from tests.router.replay_support import (
     replay_profiles,
     tour_replay,
 )
+from tests.router.replies import openai_calls, openai_text
 from tests.router.scripted_server import ScriptedServer, profiles_yaml
 
 
@@ -187,3 +193,37 @@ async def test_a_replay_of_one_model_or_of_an_unknown_run_is_a_422(
             "message": "model profile 'gone': no router run 'no-such-run'",
         }
     ]
+
+
+SECRET = "sk-" + "Q" * 32
+
+
+async def test_every_reply_is_recorded_redacted_failures_too_and_replays_exactly(
+    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+) -> None:
+    model.script(openai_calls(("c1", "echo", {"text": "hi", "secret": "hunter2"})))
+    model.reply(b"not a chat completion")
+    model.script(openai_text(f"done; the key was {SECRET}"), openai_text("The answer."))
+    recorded = (await client.post("/router/runs", json=run_body())).json()
+    assert recorded["status"] == "done"
+
+    async with app.state.runtime.sessions() as session:
+        row = await RouterRecordingRepository(session).get(recorded["run_id"])
+    assert row is not None
+    kept = json.dumps([row.request, row.replies])
+    assert "hunter2" not in kept
+    assert SECRET not in kept
+    assert [(r["role"], r["kind"]) for r in row.replies] == [
+        ("router", "reply"),
+        ("router", "malformed"),
+        ("router", "reply"),
+        ("final", "reply"),
+    ]
+    assert row.reply_count == 4
+
+    runtime = app.state.runtime
+    task = await runtime.router.open_replay(recorded["run_id"], None)
+    replayed = (await runtime.runs.launch(task).wait()).response
+    assert replayed["replay"]["differences"] == []
+    assert replayed["state"]["malformed"] == recorded["state"]["malformed"]
+    assert len(model.requests) == 4
