@@ -15,12 +15,11 @@ from app.service.router_cassette import (
     parse_cassette,
     read_cassette,
 )
-
-TOUR = Path(__file__).resolve().parents[2] / "registries" / "tour.cassette.jsonl"
+from tests.router.replay_support import TOUR_CASSETTE
 
 
 def tour_lines() -> list[dict[str, object]]:
-    return [json.loads(line) for line in TOUR.read_text().splitlines()]
+    return [json.loads(line) for line in TOUR_CASSETTE.read_text().splitlines()]
 
 
 def encoded(lines: list[dict[str, object]]) -> bytes:
@@ -35,7 +34,7 @@ def problems_of(data: bytes) -> list[str]:
 
 
 def test_the_shipped_cassette_reads_and_writes_back_the_same() -> None:
-    recording = read_cassette(TOUR)
+    recording = read_cassette(TOUR_CASSETTE)
     assert recording.source == "cassette tour.cassette.jsonl"
     assert [e.role for e in recording.entries] == ["router", "router", "final"]
     assert recording.recorded.outcome["status"] == "done"
