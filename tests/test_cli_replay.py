@@ -12,7 +12,7 @@ import pytest
 
 from app.cli import main
 from app.replay_command import DIFFERS, FAILED, REPLAYED
-from app.service.router_cassette import read_cassette
+from app.service.router.cassette import read_cassette
 from tests.router.replay_support import EXAMPLE, NARROWER_SCHEMA, TOUR_CASSETTE, changed_example
 
 

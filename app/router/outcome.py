@@ -56,7 +56,7 @@ class Outcome:
     state: dict[str, Any]
     receipts: list[dict[str, Any]]
     pending: list[dict[str, Any]] = field(default_factory=list)
-    # A replay's report (`app.service.router_replay`); None for any other run.
+    # A replay's report (`app.service.router.replay`); None for any other run.
     replay: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor, redact_text
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor, redact_text
 from app.llm.messages import ModelReply
 from app.router.transcript import redact_arguments
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.engine.redaction import Redactor
+from app.foundation.redaction import Redactor
 from app.llm.messages import ModelReply, ToolCall, Usage
 from app.router.recording import MAX_REPLY_CHARS, failure_entry, reply_entry
 

@@ -30,7 +30,7 @@ def _now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class StretchRecording:
-    """What a stretch of a run adds to its recording (`router_replay` reads it back):
+    """What a stretch of a run adds to its recording (`recorded.load_recording` reads it back):
     the run's request (kept from the first stretch) and this stretch's replies."""
 
     request: dict[str, Any]

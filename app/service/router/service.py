@@ -37,11 +37,9 @@ from app.router.setup import RouterSetup
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
+from app.service.router.cassette import Recording
 from app.service.router.records import AuditDecisions, closed_outcome
-from app.service.router.tasks import RouterTask
-from app.service.router_cassette import Recording
-from app.service.router_errors import RouterRequestRejected, RouterUnavailable
-from app.service.router_replay import (
+from app.service.router.replay import (
     CapturedDecisions,
     Replay,
     ReplaySourceError,
@@ -50,6 +48,8 @@ from app.service.router_replay import (
     replay_profile,
     replayed_request,
 )
+from app.service.router.tasks import RouterTask
+from app.service.router_errors import RouterRequestRejected, RouterUnavailable
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import CANCELLED
 from app.service.writer import GroupCommitWriter

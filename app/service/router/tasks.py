@@ -20,7 +20,7 @@ from app.router.loop import RouterRun
 from app.router.loop import RunResult as LoopResult
 from app.router.pause import Decision
 from app.service.errors import StorageUnavailable
-from app.service.router_recorded import recorded_request
+from app.service.router.recorded import recorded_request
 from app.service.router.records import (
     AuditDecisions,
     StretchRecording,

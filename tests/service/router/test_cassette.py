@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.service.router_cassette import (
+from app.service.router.cassette import (
     MAX_CASSETTE_BYTES,
     CassetteError,
     cassette_text,

@@ -1,7 +1,7 @@
 """Replaying a recorded router run: today's registry, guardrails, verifiers and
 prompts against the model replies a run recorded, and where the decisions differ.
 
-The source is a recorded run (its id) or a cassette file (`router_cassette`).
+The source is a recorded run (its id) or a cassette file (`router.cassette`).
 The replay is a router run like any other (recorded, audited, its tools run
 through the engine); only its model is the recording (`app.llm.replay`), served
 through the same client interface. Its outcome gains `replay`:
@@ -11,7 +11,7 @@ through the same client interface. Its outcome gains `replay`:
      "replies": {"recorded": N, "asked": M},
      "matches": bool, "differences": [{kind, call_key, recorded, replayed, message}]}
 
-with the differences named in `router_trail`.
+with the differences named in `router.trail`.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.llm.profiles import ModelProfile
 from app.llm.replay import ReplayModel
-from app.router.admission import RunPlan
 from app.router.loop import RouterRun, RunResult
 from app.router.ports import DecisionSink
-from app.service.router_cassette import CassetteError, Recording, read_cassette
-from app.service.router_recorded import RecordingUnavailable, load_recording, recorded_request
-from app.service.router_tasks import Review
-from app.service.router_trail import Event, differences, trail_of
+from app.router.request_checks import RunPlan
+from app.service.router.cassette import CassetteError, Recording, read_cassette
+from app.service.router.recorded import RecordingUnavailable, load_recording, recorded_request
+from app.service.router.tasks import Review
+from app.service.router.trail import Event, differences, trail_of
 
-# The decision events a trail is made of (`router_trail`).
+# The decision events a trail is made of (`router.trail`).
 _KEPT = frozenset(
     {
         "router.call_admitted",

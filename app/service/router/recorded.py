@@ -8,12 +8,12 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.engine.redaction import DEFAULT_REDACTOR, Redactor
+from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.llm.replay import Entry, EntryError, parse_entry
-from app.router.admission import RunPlan
+from app.router.request_checks import RunPlan
 from app.service.errors import StorageUnavailable
-from app.service.router_cassette import Recording
-from app.service.router_trail import Event, trail_of
+from app.service.router.cassette import Recording
+from app.service.router.trail import Event, trail_of
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.router_recordings import RouterRecordingRepository

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.llm.replay import Entry, EntryError, parse_entry
-from app.service.router_trail import Trail
+from app.service.router.trail import Trail
 
 MAX_CASSETTE_BYTES = 8 * 1024 * 1024
 MAX_CASSETTE_LINES = 10_000

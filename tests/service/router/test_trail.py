@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.service.router_trail import Event, Trail, differences, trail_of
+from app.service.router.trail import Event, Trail, differences, trail_of
 
 DONE = {"status": "done", "stopped_by": "", "turns": 2, "attempts": 1}
 
