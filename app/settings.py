@@ -59,17 +59,17 @@ class Settings(BaseSettings):
     # SQLite files: passive WAL checkpoints from a thread of their own, this often
     # (0: none; commits then checkpoint every 1,000 pages, SQLite's default). Past
     # `sqlite_wal_long_pages` the writer waits for one pass so the WAL starts over;
-    # past twice that, a commit checkpoints itself (app.store.checkpoints).
+    # past twice that, a commit checkpoints itself (app.store.journal.sqlite.checkpoints).
     sqlite_checkpoint_interval_s: float = Field(default=0.05, ge=0)
     # While no commit of the receipt writer comes, a pass this often (for writes
     # made elsewhere: heartbeats, maintenance); never more often than the above.
     sqlite_checkpoint_idle_interval_s: float = Field(default=1.0, gt=0)
     sqlite_wal_long_pages: int = Field(default=10_000, ge=500)
     # SQLite files: the group commit's transactions are written by a process of
-    # their own (app.store.sqlite_writer); off, by a thread of this one.
+    # their own (app.store.journal.sqlite.process); off, by a thread of this one.
     sqlite_writer_process: bool = True
     # PostgreSQL: the group commit's transactions are written by a process of their
-    # own (app.store.postgres_writer); off, on the event loop through a connection.
+    # own (app.store.journal.postgres.process); off, on the event loop through a connection.
     postgres_writer_process: bool = True
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)

@@ -37,10 +37,8 @@ from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
 from app.foundation.ids import new_receipt_id
 from app.service.plans.runs import SequentialRun
-from app.service.receipt_rows import audit_event_rows, receipt_row
 from app.service.runs.records import record_run_start
 from app.service.runtime import open_runtime
-from app.service.writer import GroupCommitWriter
 from app.settings import Settings
 from app.store.database import (
     create_database_engine,
@@ -49,13 +47,16 @@ from app.store.database import (
     sqlite_file,
     sqlite_pragmas,
 )
+from app.store.journal import session as journal
+from app.store.journal.batch import Batch
+from app.store.journal.events import audit_event_rows
+from app.store.journal.postgres.process import PostgresWriterProcess
+from app.store.journal.records import receipt_row
+from app.store.journal.sqlite.process import SqliteWriterProcess
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as ReceiptModel
-from app.store.postgres_writer import PostgresWriterProcess
-from app.store.repositories.audit import AuditRepository
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
-from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from app.store.sqlite_writer import SqliteWriterProcess
 from bench import databases, harness, peers
 from bench.stats import Check, Measure, Sample, Section, ratios, rounds, wall_clock
 
@@ -129,7 +130,7 @@ async def _writer_against_raw(
         started = wall_clock()
         for offset in range(0, len(rows), BATCH):
             async with sessions.begin() as session:
-                await ReceiptRepository(session).add_bulk(rows[offset : offset + BATCH])
+                await journal.insert(session, Batch(receipts=rows[offset : offset + BATCH]))
         return len(rows) / (wall_clock() - started)
 
     async def core_insert() -> float:
@@ -194,8 +195,7 @@ async def _rows_alone_per_call(
         events = [{**row, "run_id": run_id} for row in audit]
         started = wall_clock()
         async with sessions.begin() as session:
-            await ReceiptRepository(session).add_bulk(receipts)
-            await AuditRepository(session).add_bulk(events)
+            await journal.insert(session, Batch(receipts=receipts, audit=events))
         return (wall_clock() - started) / len(template) * 1e6
 
     measure.database = database  # type: ignore[attr-defined]

@@ -15,8 +15,8 @@ import uuid
 
 from app.engine.engine import Engine
 from app.engine.run import RunIdentity
-from app.service.writer import GroupCommitWriter
 from app.store.database import create_database_engine, create_session_factory
+from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.runs import RunRepository
 from bench import databases, harness

@@ -6,18 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.engine.receipt import Receipt, Status
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
-from app.service import writer as writer_module
-from app.service.receipt_rows import receipt_row
 from app.service.runs.records import run_start_row
-from app.service.writer import GroupCommitWriter
 from app.store.database import (
     create_database_engine,
     create_session_factory,
@@ -25,12 +22,18 @@ from app.store.database import (
     sqlite_file,
     sqlite_pragmas,
 )
+from app.store.journal import queue as journal_queue
+from app.store.journal.batch import Batch
+from app.store.journal.postgres.backend import PostgresProcess
+from app.store.journal.postgres.process import PostgresWriterProcess
+from app.store.journal.records import receipt_row
+from app.store.journal.sqlite.backend import SqliteProcess
+from app.store.journal.sqlite.process import SqliteWriterProcess
+from app.store.journal.writer import GroupCommitWriter
 from app.store.migrate import upgrade_database
-from app.store.postgres_writer import PostgresWriterProcess
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-from app.store.sqlite_writer import SqliteWriterProcess
 
 HASH = "sha256:" + "a" * 64
 # Either database's writer process.
@@ -160,7 +163,7 @@ async def listeners_read_rows_only_when_they_read(
         made.append(receipt.receipt_id)
         return receipt_row(receipt, max_output_bytes)
 
-    monkeypatch.setattr(writer_module, "receipt_row", counted)
+    monkeypatch.setattr(journal_queue, "receipt_row", counted)
     batches: list[Sequence[dict[str, Any]]] = []
     secret = "Bearer sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
     async with running_writer(writer_engine, **options) as writer:
@@ -177,3 +180,12 @@ async def listeners_read_rows_only_when_they_read(
         (receipt.id, receipt.output, receipt.created_at) for receipt in stored
     ]
     assert all(row["output"]["auth"] == "Bearer [REDACTED]" for row in rows)
+
+
+async def through_process(process: WriterProcessOf, batch: Batch) -> set[str]:
+    """Write `batch` in the database's writer process, as its backend does (a batch
+    that goes through a session is not for here): the runs whose key was claimed."""
+    no_sessions = cast(async_sessionmaker[AsyncSession], None)
+    if isinstance(process, SqliteWriterProcess):
+        return await SqliteProcess(no_sessions, process).write(batch)
+    return await PostgresProcess(no_sessions, process).write(batch)

@@ -1,7 +1,7 @@
 """Audit events for calls, built with the run's identity.
 
 Details are not redacted here: every audit row is, once, where the writer turns
-events into rows (`app.service.receipt_rows`), whoever emitted it. Only what
+events into rows (`app.store.journal.events`), whoever emitted it. Only what
 that step cannot know is done here: a call's error message loses the values of
 the call's redacted arguments (`Redactor.hide_arguments`).
 """

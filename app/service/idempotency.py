@@ -37,8 +37,8 @@ from app.contract.canonical import canonical_json, sha256_digest
 from app.foundation.redaction import Redactor
 from app.service.commits import committed
 from app.service.errors import ServiceError, StorageUnavailable
-from app.service.outage import RETRY_WINDOW_S
-from app.service.writer import GroupCommitWriter
+from app.store.journal.outage import RETRY_WINDOW_S
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
 from app.store.repositories.idempotency import COMPLETED, IN_PROGRESS, IdempotencyRepository
 from app.store.repositories.instances import InstanceRepository

@@ -29,9 +29,7 @@ from app.service.router.service import RouterService
 from app.service.router.setup import open_router
 from app.service.runs.events import RunEventHub
 from app.service.runs.tasks import RunSupervisor
-from app.service.writer import GroupCommitWriter
 from app.settings import Settings
-from app.store.checkpoints import WalCheckpointer
 from app.store.database import (
     DatabaseUnavailable,
     check_database,
@@ -44,12 +42,14 @@ from app.store.database import (
     sqlite_file,
     sqlite_pragmas,
 )
+from app.store.journal.postgres.process import PostgresStatementFailed, PostgresWriterProcess
+from app.store.journal.sqlite.checkpoints import WalCheckpointer
+from app.store.journal.sqlite.process import SqliteWriterProcess, WriterProcessGone
+from app.store.journal.writer import GroupCommitWriter
 from app.store.migrate import upgrade_database
-from app.store.postgres_writer import PostgresStatementFailed, PostgresWriterProcess
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.runs import RunRepository
-from app.store.sqlite_writer import SqliteWriterProcess, WriterProcessGone
 
 logger = logging.getLogger("toolloop.runtime")
 

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from app.store import serialization
-from app.store.sqlite_statements import bind_none_as_is
+from app.store.journal.sqlite.statements import bind_none_as_is
 
 SQLITE_PRAGMAS = (
     "journal_mode=WAL",
@@ -170,7 +170,7 @@ def _sqlite_engine(
         json_serializer=serialization.dumps,
         json_deserializer=serialization.loads,
         # The group commit writes the batch ending a lone run on the event loop's
-        # thread, between aiosqlite's calls, never during one (`BulkWrite`).
+        # thread, between aiosqlite's calls, never during one (`app.store.journal`).
         connect_args={"check_same_thread": False},
         **options,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,17 +52,17 @@ class HeldWriter:
     """Holds every group commit of the app's writer until `release`."""
 
     def __init__(self, app: FastAPI) -> None:
-        self.writer = app.state.runtime.writer
+        backend = app.state.runtime.writer.backend
         self.released = asyncio.Event()
         self.waiting = 0
-        write_batch = self.writer._write_batch
+        write = backend.write
 
-        async def held() -> None:
+        async def held(batch: Any) -> Any:
             self.waiting += 1
             await self.released.wait()
-            await write_batch()
+            return await write(batch)
 
-        self.writer._write_batch = held
+        setattr(backend, "write", held)  # noqa: B010
 
     def release(self) -> None:
         self.released.set()
@@ -206,7 +205,6 @@ async def test_a_plan_of_read_tools_is_refused_before_any_call_while_the_databas
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["detail"] == "The database is unavailable; retry later."
     assert plan_tools.calls["read"] == 0
-    writer._outage = None
 
 
 async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
@@ -247,27 +245,16 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
     writer = runtime.writer
     in_flight = asyncio.Event()
     released = asyncio.Event()
-    process = runtime.sqlite_process or runtime.postgres_process
-    if process is None:
-        sessions = writer._sessions
+    # The batch goes to the database, whichever way, only when released.
+    backend = writer.backend
+    write = backend.write
 
-        @asynccontextmanager
-        async def held_session() -> AsyncIterator[Any]:
-            in_flight.set()
-            await released.wait()
-            async with sessions() as session:
-                yield session
+    async def held_write(batch: Any) -> Any:
+        in_flight.set()
+        await released.wait()
+        return await write(batch)
 
-        monkeypatch.setattr(writer, "_sessions", held_session)
-    else:  # the batch goes to the writer process, with no session of this process
-        execute = process.execute
-
-        async def held_execute(statements: Any) -> Any:
-            in_flight.set()
-            await released.wait()
-            return await execute(statements)
-
-        monkeypatch.setattr(process, "execute", held_execute)
+    monkeypatch.setattr(backend, "write", held_write)
     end_run_with = writer.end_run_with
     joined: list[bool] = []
 

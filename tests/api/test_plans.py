@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.app import create_app
-from app.service.writer import GroupCommitWriter
 from app.settings import Settings
+from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository

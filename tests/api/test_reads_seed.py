@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from app.store.repositories.receipts import ReceiptRepository
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.repositories.runs import RunRepository
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -80,7 +81,7 @@ def receipt_row(run_id: str, seq: int, **overrides: Any) -> dict[str, Any]:
 
 async def seed_receipts(app: FastAPI, rows: list[dict[str, Any]]) -> None:
     async with app.state.runtime.sessions.begin() as session:
-        await ReceiptRepository(session).add_many(rows)
+        await journal_insert(session, Batch(receipts=rows))
 
 
 async def page_through(

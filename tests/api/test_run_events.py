@@ -15,7 +15,8 @@ from app.api.app import create_app
 from app.api.auth import OPEN, create_key
 from app.service.runs.stream import RunEvent, RunEventStream
 from app.settings import Settings
-from app.store.repositories.receipts import ReceiptRepository
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
@@ -195,7 +196,7 @@ async def test_a_run_executing_elsewhere_is_followed_through_the_store(app: Fast
     try:
         elsewhere = foreign_receipt(run_id)
         async with runtime.sessions.begin() as session:
-            await ReceiptRepository(session).add_many([elsewhere])
+            await journal_insert(session, Batch(receipts=[elsewhere]))
         received = await _next(events)
         assert (received.kind, received.data and received.data["receipt_id"]) == (
             "receipt",

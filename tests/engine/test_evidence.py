@@ -7,7 +7,7 @@ from typing import Any
 
 from app.engine.ports import AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
-from app.service.receipt_rows import audit_event_rows
+from app.store.journal.events import audit_event_rows
 from tests.engine import engine_tools
 from tests.engine.harness import tool, until
 
@@ -70,7 +70,7 @@ async def test_a_failing_hook_is_audited_and_never_changes_the_receipt(
     (failed,) = harness.events(AuditKind.EVIDENCE_FAILED)
     assert failed.detail["receipt_id"] == receipt.receipt_id
     assert failed.detail["hook"] == "tests.engine.engine_tools:failing_hook"
-    # The row the writer stores is redacted (`app.service.receipt_rows`), as every audit row.
+    # The row the writer stores is redacted (`app.store.journal.records`), as every audit row.
     (stored,) = audit_event_rows([failed])
     assert "sk-abc" not in stored["detail"]["error"]
     assert "RuntimeError: hook broke" in stored["detail"]["error"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from app.engine.ports import AuditKind
 from app.engine.receipt import Status
-from app.service.receipt_rows import audit_event_rows
+from app.store.journal.events import audit_event_rows
 from tests.engine.harness import tool
 
 BEARER = "Bearer abcdefghijklmnopqrstuvwxyz"

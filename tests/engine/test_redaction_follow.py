@@ -9,7 +9,7 @@ import orjson
 from app.engine.ports import AuditKind
 from app.engine.receipt import Status
 from app.foundation.redaction import DEFAULT_REDACTOR, REDACTED, Redactor
-from app.service.receipt_rows import audit_event_rows
+from app.store.journal.events import audit_event_rows
 from tests.engine.harness import tool
 
 SECRET = "hunter2-correct-horse"

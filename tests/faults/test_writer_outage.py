@@ -15,7 +15,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.service import writer as writer_module
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import (
     OPEN_MODE_CALLER,
@@ -23,11 +22,12 @@ from app.service.idempotency import (
     IdempotencyService,
     claim_row,
 )
-from app.service.outage import is_transient, retry_transient
 from app.service.runs.records import NOT_RUN, record_run_start, run_end, run_start_row
-from app.service.writer import GroupCommitWriter
-from app.store import sqlite_statements
 from app.store.database import create_session_factory, create_writer_engine
+from app.store.journal import outage as outage_module
+from app.store.journal.outage import is_transient, retry_transient
+from app.store.journal.sqlite import statements as sqlite_statements
+from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.audit import AuditRepository
 from app.store.repositories.idempotency import IdempotencyRepository
 from app.store.repositories.receipts import ReceiptRepository
@@ -358,7 +358,7 @@ async def test_once_the_writer_gives_up_a_batch_the_next_start_tries_the_databas
     engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No retry window: the first write fails for good at once.
-    monkeypatch.setattr(writer_module, "retry_transient", partial(retry_transient, window_s=0.0))
+    monkeypatch.setattr(outage_module, "retry_transient", partial(retry_transient, window_s=0.0))
     sessions = create_session_factory(engine)
     flaky = FlakySessions(sessions, "before")
     writer = GroupCommitWriter(flaky)  # type: ignore[arg-type]

@@ -18,21 +18,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
 
-from app.service.outage import RETRY_WINDOW_S
+from app.store.journal.outage import RETRY_WINDOW_S
 from tests.faults.registry import sequential, server_env, step
 from tests.live_server import ServerProcess
 
 CLIENTS = 4
 MAX_PLANS_PER_CLIENT = 1000
 KILLS = 5
-KILL_EVERY_S = 0.15
 STORED_BETWEEN_KILLS = 2
+# A client's pause after a refusal before it asks again (a poll, not a wait for time).
 REFUSED_PAUSE_S = 0.05
 RECOVERY_S = RETRY_WINDOW_S + 10  # longer than a batch's retries can last
 
@@ -58,7 +59,7 @@ def _writer_pid(server: ServerProcess) -> int | None:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"sqlite_statements.py" in command or b"postgres_statements.py" in command:
+        if b"sqlite/statements.py" in command or b"postgres/statements.py" in command:
             return int(child)
     return None
 
@@ -87,23 +88,30 @@ def test_plans_never_answer_a_success_the_killed_writer_did_not_store(
     def process_started_anew_has_stored(wanted: int) -> bool:
         return len(stored) >= wanted and _writer_pid(server) not in (None, *killed)
 
+    def until(condition: Callable[[], bool]) -> bool:
+        """Whether `condition` came true within a recovery's length (polled)."""
+        deadline = time.monotonic() + RECOVERY_S
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def kill_the_writer() -> None:
         # Each kill waits until plans are stored again and a process started anew
-        # is running, however long the last kill's retries take on this machine.
+        # is running, however long the last kill's retries take on this machine;
+        # the clients stop once each has been answered after the last kill.
         try:
             for _ in range(KILLS):
-                time.sleep(KILL_EVERY_S)
                 wanted = len(stored) + STORED_BETWEEN_KILLS
-                deadline = time.monotonic() + RECOVERY_S
-                while not process_started_anew_has_stored(wanted):
-                    if time.monotonic() > deadline:
-                        return  # the assertions below say what was missing
-                    time.sleep(0.01)
+                if not until(partial(process_started_anew_has_stored, wanted)):
+                    return  # the assertions below say what was missing
                 pid = _writer_pid(server)
                 if pid is not None:
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
-            time.sleep(KILL_EVERY_S)
+            answered = len(answers) + CLIENTS
+            until(lambda: len(answers) >= answered)
         finally:
             kills_done.set()
 

@@ -13,10 +13,3 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """A migrated database (SQLite and PostgreSQL) holding run `RUN_ID` (`tests.writer_support`)."""
     async with engine_with_a_run(database_url) as engine:
         yield engine
-
-
-@pytest.fixture
-async def postgres_engine(postgres_url: str) -> AsyncIterator[AsyncEngine]:
-    """As `engine`, on PostgreSQL only."""
-    async with engine_with_a_run(postgres_url) as engine:
-        yield engine

@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.engine.ports import AuditEvent, AuditKind
-from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import AuditEvent as AuditRow
 from app.store.repositories.audit import AuditRepository
 from tests.writer_support import RUN_ID, started_writer_process

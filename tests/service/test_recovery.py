@@ -11,6 +11,8 @@ import pytest
 
 from app.api.app import create_app
 from app.settings import Settings
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
@@ -54,7 +56,7 @@ async def test_runs_left_running_by_a_gone_process_are_interrupted_at_start(
                 contract_hash=runtime.contract.hash,
                 instance_id="a-process-that-crashed",
             )
-            await ReceiptRepository(session).add_many([_receipt("orphan")])
+            await journal_insert(session, Batch(receipts=[_receipt("orphan")]))
             await runs.create(
                 id="alive",
                 kind="parallel",

@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from app.service.runtime import Runtime, _postgres_writer_process
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable
+from app.store.journal.postgres.backend import PostgresConnection
 from tests.observability.metrics_reading import value
 from tests.router.http_support import running
 
@@ -49,7 +50,7 @@ async def test_a_sqlite_file_gets_a_checkpointer_for_the_life_of_the_service(
         checkpointer = runtime.checkpointer
         assert checkpointer is not None
         assert checkpointer.running
-        assert runtime.writer._wal is checkpointer
+        assert runtime.writer.wal is checkpointer
         assert await _autocheckpoint(runtime) == 1200  # twice the long WAL: a safety net
     assert not checkpointer.running
 
@@ -60,7 +61,7 @@ async def test_no_checkpointer_when_its_interval_is_zero(sqlite_url: str) -> Non
     )
     async with _running(settings) as (runtime, _client):
         assert runtime.checkpointer is None
-        assert runtime.writer._wal is None
+        assert runtime.writer.wal is None
         assert await _autocheckpoint(runtime) == 1000  # SQLite's own: checkpoints in commits
 
 
@@ -75,8 +76,8 @@ async def test_postgresql_gets_a_writer_process_for_the_life_of_the_service(
         assert runtime.sqlite_process is None
         process = runtime.postgres_process
         assert process is not None
-        assert runtime.writer._postgres_process is process
-        assert runtime.writer._linger_s == 0.002
+        assert runtime.writer.backend.process is process
+        assert runtime.writer.linger_s == 0.002
         assert value("toolloop_postgres_writer_starts_total") == starts + 1  # before any batch
         pid = process.pid
         assert pid is not None
@@ -102,8 +103,8 @@ async def test_no_postgresql_writer_process_when_switched_off(postgres_url: str)
     )
     async with _running(settings) as (runtime, client):
         assert runtime.postgres_process is None
-        assert runtime.writer._postgres_process is None
-        assert runtime.writer._hold  # through the writer's own connection, on the loop
+        # Through the writer's own connection, on the loop.
+        assert isinstance(runtime.writer.backend, PostgresConnection)
         response = await client.post("/plans/sequential", json=PLAN)
         assert response.status_code == 200
 
@@ -138,7 +139,7 @@ async def test_a_sqlite_file_gets_a_writer_process_for_the_life_of_the_service(
     async with _running(settings) as (runtime, client):
         process = runtime.sqlite_process
         assert process is not None
-        assert runtime.writer._process is process
+        assert runtime.writer.backend.process is process
         assert value("toolloop_sqlite_writer_starts_total") == starts + 1  # before any batch
         pid = process.pid
         assert pid is not None
@@ -157,8 +158,8 @@ async def test_no_writer_process_when_switched_off(sqlite_url: str) -> None:
     )
     async with _running(settings) as (runtime, client):
         assert runtime.sqlite_process is None
-        assert runtime.writer._process is None
-        assert runtime.writer._linger_s == 0.002  # commits on this process's thread
+        assert runtime.writer.backend.process is None
+        assert runtime.writer.linger_s == 0.002  # commits on this process's thread
         response = await client.post("/plans/sequential", json=PLAN)
         assert response.status_code == 200
 
@@ -167,7 +168,7 @@ async def test_commits_through_the_writer_process_do_not_linger(sqlite_url: str)
     settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=sqlite_url)
     async with _running(settings) as (runtime, _client):
         assert runtime.sqlite_process is not None
-        assert runtime.writer._linger_s == 0
+        assert runtime.writer.linger_s == 0
 
 
 @pytest.mark.parametrize("writer_process", [True, False])
@@ -181,7 +182,7 @@ async def test_a_configured_linger_holds_whichever_way_commits_go(
         group_commit_linger_s=0.005,
     )
     async with _running(settings) as (runtime, _client):
-        assert runtime.writer._linger_s == 0.005
+        assert runtime.writer.linger_s == 0.005
 
 
 def _on_file(database: Path, **options: Any) -> Settings:
@@ -257,5 +258,5 @@ async def test_the_writer_lingers_from_the_configured_number_of_open_runs(
         registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, group_commit_linger_min_open_runs=7
     )
     async with _running(settings) as (runtime, _client):
-        assert runtime.writer._linger_min_open_runs == 7
+        assert runtime.writer.linger_min_open_runs == 7
     assert Settings(registries=[EXAMPLE_REGISTRY]).group_commit_linger_min_open_runs == 5

@@ -14,8 +14,9 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from app.store.database import create_database_engine, create_session_factory
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.migrate import upgrade_database
-from app.store.repositories import ReceiptRepository
 from tests.store.factories import create_run, receipt_row
 from tests.store.test_migrate import (
     downgrade_to,
@@ -52,23 +53,25 @@ def _is_the_foreign_key_s(error: IntegrityError) -> bool:
     return "FOREIGN KEY constraint failed" in str(cause)
 
 
+def _three_runs_receipts() -> list[dict[str, object]]:
+    return [receipt_row(run_id, seq) for run_id in ("run-1", "run-2", "run-3") for seq in range(2)]
+
+
 async def test_receipts_of_a_missing_run_are_refused_whole(session: AsyncSession) -> None:
     await _with_runs(session, "run-1")
-    receipts = ReceiptRepository(session)
-    for write in (receipts.add_bulk, receipts.add_many):
-        rows = [receipt_row("run-1", 0), receipt_row("no-such-run", 0)]
-        with pytest.raises(IntegrityError) as refused:
-            await write(rows)
-        assert _is_the_foreign_key_s(refused.value)
-        await session.rollback()
-        assert await _receipt_ids(session) == []
+    rows = [receipt_row("run-1", 0), receipt_row("no-such-run", 0)]
+    with pytest.raises(IntegrityError) as refused:
+        await journal_insert(session, Batch(receipts=rows))
+    assert _is_the_foreign_key_s(refused.value)
+    await session.rollback()
+    assert await _receipt_ids(session) == []
     if session.bind.dialect.name == "postgresql":
         assert "Key (run_id)=(no-such-run) is not present" in str(refused.value)
 
 
 async def test_a_receipt_moved_to_a_missing_run_is_refused(session: AsyncSession) -> None:
     await _with_runs(session, "run-1", "run-2")
-    await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0)])
+    await journal_insert(session, Batch(receipts=[receipt_row("run-1", 0)]))
     await session.commit()
     moved = text("UPDATE receipts SET run_id = :run_id")
     await session.execute(moved, {"run_id": "run-2"})
@@ -79,8 +82,15 @@ async def test_a_receipt_moved_to_a_missing_run_is_refused(session: AsyncSession
 
 async def test_deleting_runs_deletes_their_receipts(session: AsyncSession) -> None:
     await _with_runs(session, "run-1", "run-2", "run-3")
-    await ReceiptRepository(session).add_bulk(
-        [receipt_row(run_id, seq) for run_id in ("run-1", "run-2", "run-3") for seq in range(2)]
+    await journal_insert(
+        session,
+        Batch(
+            receipts=[
+                receipt_row(run_id, seq)
+                for run_id in ("run-1", "run-2", "run-3")
+                for seq in range(2)
+            ]
+        ),
     )
     await session.commit()
     await session.execute(text("DELETE FROM runs WHERE id IN ('run-1', 'run-3')"))
@@ -90,7 +100,7 @@ async def test_deleting_runs_deletes_their_receipts(session: AsyncSession) -> No
 
 async def test_the_id_of_a_run_with_receipts_cannot_change(session: AsyncSession) -> None:
     await _with_runs(session, "run-1", "run-2")
-    await ReceiptRepository(session).add_bulk([receipt_row("run-1", 0)])
+    await journal_insert(session, Batch(receipts=[receipt_row("run-1", 0)]))
     await session.commit()
     renamed = text("UPDATE runs SET id = :new WHERE id = :old")
     await session.execute(renamed, {"new": "run-9", "old": "run-2"})  # no receipts: allowed

@@ -24,7 +24,7 @@ from app.engine import ParallelPlan, SequentialPlan, WaitingCall
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.observability.confirmations import record_confirmation
 from app.service.errors import StorageUnavailable
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.router_runs import RouterRunRepository
 
 Args = Sequence[Mapping[str, Any]]

@@ -47,7 +47,7 @@ from app.service.plans.service import PlanService
 from app.service.runs.reads import RunNotFound, RunViewer
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import RunResult, RunSupervisor, SupervisedRun
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run
 from app.store.repositories.runs import INTERRUPTED, RunRepository

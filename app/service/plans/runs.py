@@ -42,8 +42,8 @@ from app.service.runs.records import (
     stored_receipts,
 )
 from app.service.runs.tasks import RunResult
-from app.service.stored_output import stored_output
-from app.service.writer import GroupCommitWriter
+from app.store.journal.stored_output import stored_output
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")

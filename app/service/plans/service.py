@@ -47,7 +47,7 @@ from app.service.plans.mcp_call import MCP, McpCallRun
 from app.service.plans.runs import ParallelRun, SequentialRun
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.runs.records import record_run_start
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 
 PLAN_REJECTED = "plan.rejected"
 

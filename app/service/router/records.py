@@ -14,7 +14,7 @@ from app.observability.confirmations import record_confirmation
 from app.router.loop import Finished, Paused, RunResult
 from app.service.errors import StorageUnavailable
 from app.service.runs.reads import receipt_view
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.router_recordings import RouterRecordingRepository
 from app.store.repositories.router_runs import RouterRunRepository

@@ -52,7 +52,7 @@ from app.service.router.tasks import RouterTask
 from app.service.router_errors import RouterRequestRejected, RouterUnavailable
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import CANCELLED
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Run
 from app.store.repositories.router_runs import PENDING, RouterRunRepository
 from app.store.repositories.runs import RunRepository

@@ -20,8 +20,8 @@ from app.router.limits import RouterLimits
 from app.router.ports import RouterKit
 from app.router.setup import load_setup, model_client
 from app.service.router.service import RouterService, as_is
-from app.service.writer import GroupCommitWriter
 from app.settings import Settings
+from app.store.journal.writer import GroupCommitWriter
 
 logger = logging.getLogger("toolloop.router")
 

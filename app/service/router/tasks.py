@@ -31,7 +31,7 @@ from app.service.router.records import (
 )
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import RunResult
-from app.service.writer import GroupCommitWriter
+from app.store.journal.writer import GroupCommitWriter
 
 # Builds the run to drive, or says why it cannot be (the run is then closed `incomplete`).
 Prepare = Callable[[], RouterRun | str]

@@ -15,8 +15,8 @@ from app.observability.trace_context import current_trace_id
 from app.service.commits import committed
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
-from app.service.outage import retry_transient
-from app.service.writer import GroupCommitWriter
+from app.store.journal.outage import retry_transient
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RUNNING, RunRepository

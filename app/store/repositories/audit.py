@@ -33,7 +33,6 @@ from sqlalchemy import insert, select
 
 from app.store.models import AuditEvent
 from app.store.repositories.base import Repository
-from app.store.repositories.bulk import insert_rows
 
 EVENTS_ROW_KIND = "events"
 # Enough for a plan's call events to share rows by the dozen, and a page of a
@@ -137,11 +136,6 @@ class AuditRepository(Repository):
         """Append events in one executemany; keys are `AuditEvent` column names."""
         if rows:
             await self.session.execute(insert(AuditEvent), list(rows))
-
-    async def add_bulk(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Append events as `add_many` does, through the driver's bulk path
-        (`app.store.repositories.bulk`); ids are assigned in row order."""
-        await insert_rows(self.session, AuditEvent, rows)
 
     async def list_for_run(
         self, run_id: str | None, *, after_id: int | None = None, limit: int | None = None

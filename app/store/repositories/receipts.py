@@ -4,11 +4,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Row, Select, func, insert, literal_column, select, update
+from sqlalchemy import Row, Select, func, literal_column, select, update
 
 from app.store.models import RECEIPT_SUCCEEDED, Receipt, Run
 from app.store.repositories.base import Repository, rowcount
-from app.store.repositories.bulk import insert_rows
 from app.store.repositories.pagination import (
     Keyset,
     Page,
@@ -19,16 +18,6 @@ from app.store.repositories.pagination import (
 
 
 class ReceiptRepository(Repository):
-    async def add_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert receipts in one executemany; keys are `Receipt` column names."""
-        if rows:
-            await self.session.execute(insert(Receipt), list(rows))
-
-    async def add_bulk(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert receipts as `add_many` does, through the driver's bulk path
-        (`app.store.repositories.bulk`): the same stored rows, far less Python per row."""
-        await insert_rows(self.session, Receipt, rows)
-
     async def replace(self, row: Mapping[str, Any]) -> bool:
         """Overwrite the receipt stored at the row's `(run_id, seq)` with `row`, in place
         (a resumed run's new receipt for a call that had not succeeded); False if none."""

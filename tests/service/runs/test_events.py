@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.service.runs.events import RunEventHub
-from app.service.writer import GroupCommitWriter
 from app.store.database import create_session_factory
+from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.receipts import ReceiptRepository
 from tests.writer_support import succeeded_receipt
 

@@ -6,6 +6,8 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.repositories import ReceiptRepository
 from tests.store.factories import T0, create_run, receipt_row
 
@@ -14,22 +16,25 @@ async def test_add_many_stores_rows_listed_in_sequence_order(session: AsyncSessi
     await create_run(session, "run-1")
     receipts = ReceiptRepository(session)
     output = {"z": 1, "a": [1.5, None, True], "text": "nul\u0000 and ünïcode"}
-    await receipts.add_many(
-        [
-            receipt_row("run-1", 2, status="skipped", output=None, started_at=T0),
-            receipt_row("run-1", 0, output=output, cache_hit=True, duration_ms=1.25),
-            receipt_row(
-                "run-1",
-                1,
-                item_key="lane-a",
-                parallel_batch_id="batch-1",
-                status="failed",
-                output=None,
-                error={"kind": "timeout", "message": "took too long"},
-                attempts=3,
-                control={"continue": False},
-            ),
-        ]
+    await journal_insert(
+        session,
+        Batch(
+            receipts=[
+                receipt_row("run-1", 2, status="skipped", output=None, started_at=T0),
+                receipt_row("run-1", 0, output=output, cache_hit=True, duration_ms=1.25),
+                receipt_row(
+                    "run-1",
+                    1,
+                    item_key="lane-a",
+                    parallel_batch_id="batch-1",
+                    status="failed",
+                    output=None,
+                    error={"kind": "timeout", "message": "took too long"},
+                    attempts=3,
+                    control={"continue": False},
+                ),
+            ]
+        ),
     )
     await session.commit()
     session.expunge_all()
@@ -55,20 +60,19 @@ async def test_add_many_stores_rows_listed_in_sequence_order(session: AsyncSessi
 
 
 async def test_add_many_with_no_rows_does_nothing(session: AsyncSession) -> None:
-    await ReceiptRepository(session).add_many([])
+    await journal_insert(session, Batch(receipts=[]))
 
 
 async def test_sequence_numbers_are_unique_within_a_run(session: AsyncSession) -> None:
     await create_run(session, "run-1")
-    receipts = ReceiptRepository(session)
-    await receipts.add_many([receipt_row("run-1", 0)])
+    await journal_insert(session, Batch(receipts=[receipt_row("run-1", 0)]))
     with pytest.raises(IntegrityError):
-        await receipts.add_many([receipt_row("run-1", 0, id="another")])
+        await journal_insert(session, Batch(receipts=[receipt_row("run-1", 0, id="another")]))
 
 
 async def test_a_receipt_needs_its_run(session: AsyncSession) -> None:
     with pytest.raises(IntegrityError):
-        await ReceiptRepository(session).add_many([receipt_row("no-such-run", 0)])
+        await journal_insert(session, Batch(receipts=[receipt_row("no-such-run", 0)]))
 
 
 async def test_list_page_walks_newest_first_with_filters(session: AsyncSession) -> None:
@@ -82,7 +86,7 @@ async def test_list_page_walks_newest_first_with_filters(session: AsyncSession) 
         receipt_row("run-2", 0, created_at=same_time + timedelta(seconds=1)),
     ]
     receipts = ReceiptRepository(session)
-    await receipts.add_many(rows)
+    await journal_insert(session, Batch(receipts=rows))
     await session.commit()
 
     first = await receipts.list_page(limit=3)
@@ -114,7 +118,7 @@ async def test_list_page_walks_newest_first_with_filters(session: AsyncSession) 
 async def test_get(session: AsyncSession) -> None:
     await create_run(session, "run-1")
     receipts = ReceiptRepository(session)
-    await receipts.add_many([receipt_row("run-1", 0)])
+    await journal_insert(session, Batch(receipts=[receipt_row("run-1", 0)]))
 
     receipt = await receipts.get("run-1-receipt-0")
 

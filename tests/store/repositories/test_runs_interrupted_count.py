@@ -7,19 +7,23 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.store.journal.batch import Batch
+from app.store.journal.session import insert as journal_insert
 from app.store.repositories import InstanceRepository, RunRepository
-from app.store.repositories.receipts import ReceiptRepository
 from tests.store.factories import T0, create_run, receipt_row
 
 
 async def _with_receipts(session: AsyncSession, run_id: str, *, instance_id: str) -> None:
     await create_run(session, run_id, instance_id=instance_id)
-    await ReceiptRepository(session).add_many(
-        [
-            receipt_row(run_id, 0),
-            receipt_row(run_id, 1, status="failed"),
-            receipt_row(run_id, 2, parent_receipt_id=f"{run_id}-receipt-0"),
-        ]
+    await journal_insert(
+        session,
+        Batch(
+            receipts=[
+                receipt_row(run_id, 0),
+                receipt_row(run_id, 1, status="failed"),
+                receipt_row(run_id, 2, parent_receipt_id=f"{run_id}-receipt-0"),
+            ]
+        ),
     )
 
 
