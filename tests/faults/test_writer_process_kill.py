@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -123,28 +124,37 @@ def test_plans_never_answer_a_success_the_killed_writer_did_not_store(
         thread.join(timeout=KILLS * (RECOVERY_S + 1))
 
     assert len(set(killed)) == KILLS, (killed, len(stored))  # each a process started anew
-    succeeded, refused = [], []
-    for answer in answers:
-        if answer.status_code == 200:
-            succeeded.append(answer.json())
-            continue
-        refused.append(answer)
-        assert answer.status_code == 503, answer.text
-        assert answer.headers["content-type"] == "application/problem+json"
-        assert "retry-after" in answer.headers
-    assert len(succeeded) >= KILLS * STORED_BETWEEN_KILLS, (len(succeeded), len(refused))
+    succeeded = _succeeded_after_refusals(answers)
+    assert len(succeeded) >= KILLS * STORED_BETWEEN_KILLS, (len(succeeded), len(answers))
     with httpx.Client(base_url=server.base, timeout=60) as client:
-        for plan in succeeded:
-            assert plan["status"] == "succeeded"
-            page = client.get(f"/runs/{plan['plan_id']}/receipts", params={"limit": 10})
-            assert page.status_code == 200, page.text
-            ids = [receipt["receipt_id"] for receipt in page.json()["items"]]
-            assert ids == [receipt["receipt_id"] for receipt in plan["receipts"]]
+        _assert_each_receipt_stored(client, succeeded)
         # A batch the last kill caught may still be in its retries' backoff: until
         # it commits, new runs are refused, as in a database outage.
         after = _first_plan_answered(client, deadline=time.monotonic() + RECOVERY_S)
         assert after["status"] == "succeeded"
     assert _writer_pid(server) not in (None, *killed)
+
+
+def _succeeded_after_refusals(answers: list[httpx.Response]) -> list[dict[str, Any]]:
+    """The plans answered 200; every other answer must be a 503 problem with `Retry-After`."""
+    succeeded = []
+    for answer in answers:
+        if answer.status_code == 200:
+            succeeded.append(answer.json())
+            continue
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert "retry-after" in answer.headers
+    return succeeded
+
+
+def _assert_each_receipt_stored(client: httpx.Client, succeeded: list[dict[str, Any]]) -> None:
+    for plan in succeeded:
+        assert plan["status"] == "succeeded"
+        page = client.get(f"/runs/{plan['plan_id']}/receipts", params={"limit": 10})
+        assert page.status_code == 200, page.text
+        ids = [receipt["receipt_id"] for receipt in page.json()["items"]]
+        assert ids == [receipt["receipt_id"] for receipt in plan["receipts"]]
 
 
 def _first_plan_answered(client: httpx.Client, *, deadline: float) -> dict[str, object]:
