@@ -40,8 +40,8 @@ class NullSinks:
 
     A sink serves one event loop. It asks for the running loop only when it makes
     a future, as the writer does: `asyncio.get_running_loop()` costs a system
-    call on CPython 3.11 (about 0.2 µs), which a check per receipt charged to
-    the engine's figure."""
+    call on CPython 3.11, which a check per receipt would charge to the
+    engine's figure."""
 
     def __init__(self) -> None:
         self.receipts = 0

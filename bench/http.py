@@ -141,8 +141,8 @@ def _cpu_ns(pid: int) -> dict[int, int]:
     """Nanoseconds each thread of `pid` and of its child processes (the SQLite
     writer process) has run (Linux `schedstat`; empty elsewhere). Exact where the
     tick-sampled `stat` counters that `top` reads are not: under `wrk`, `top -H`
-    read the event loop's thread as 99.9% busy while `schedstat` read 82%
-    (docs/benchmarks.md, section 4, twelfth round)."""
+    read the event loop's thread as saturated while `schedstat` read it a fifth
+    idle (docs/benchmarks.md, section 4)."""
     found: dict[int, int] = {}
     for process in (pid, *_children(pid)):
         for task in Path(f"/proc/{process}/task").glob("*"):
@@ -185,9 +185,9 @@ def _database_counters(url: str) -> tuple[Counters, Callable[[], None]]:
     started, `checkpoint buffers` written) and, when the server runs on this
     machine, the CPU each of its backends for the database has used (Linux
     `schedstat`), and its closer: read around each of our server's
-    rounds, they set a round's p99 beside the checkpoints that ran in it
-    (docs/benchmarks.md, section 4, nineteenth and twentieth rounds) and tell
-    a round the database bounded from one our loop did (twenty-third)."""
+    rounds, they set a round's p99 beside the checkpoints that ran in it and
+    tell a round the database bounded from one our loop did (docs/benchmarks.md,
+    section 4)."""
     connection = psycopg.connect(
         make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
         autocommit=True,  # each read its own transaction: the statistics are not cached
@@ -217,7 +217,7 @@ def writer_commits(metrics_text: str) -> dict[str, float]:
     """The group commits a `/metrics` page counts (`commits`), and those slower than
     `_SLOW_COMMIT_S` (`SLOW_COMMITS`). Read around each round of our server: a
     round's p99 beside the commits the database held up (docs/benchmarks.md,
-    section 4, twenty-fifth round)."""
+    section 4)."""
     total = within = None
     for family in text_string_to_metric_families(metrics_text):
         if family.name != _WRITE_HISTOGRAM:

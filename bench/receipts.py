@@ -361,8 +361,8 @@ async def measure() -> Section:
                 str(ratio),
                 "≤ 0.25x",
                 None,
-                "reference only: TOOLLOOP_SQLITE_WRITER_PROCESS=false, the writer before "
-                "the fourteenth round",
+                "reference only: TOOLLOOP_SQLITE_WRITER_PROCESS=false, the writer's "
+                "transactions in a thread of the service",
             )
         )
     for name, key, floor_key in floors:

@@ -101,8 +101,8 @@ def create_app(
         summary="Governed execution of registered tools with durable receipts.",
         lifespan=lifespan,
         # FastAPI's native OpenTelemetry layer asks the global providers on every
-        # request (about 30 µs); the service's telemetry is its own (Prometheus
-        # metrics, JSON logs: docs/decisions.md).
+        # request, exporting or not; the service's telemetry is its own
+        # (Prometheus metrics, JSON logs: docs/decisions.md).
         telemetry={"tracing": False, "metrics": False, "logs": False},
         # Served by `app.api.documentation`, behind the API keys.
         openapi_url=None,
@@ -152,7 +152,6 @@ def add_routes(app: FastAPI, api: APIRouter) -> None:
     Each route already carries its full path, tags and responses (the routers
     take no include options). `include_router` would keep the router as one
     entry that FastAPI matches twice per request, through a context layer per
-    route: about 90 µs a pass for a plan request, where the flat table costs
-    one pass of a few route regexes.
+    route, where the flat table costs one pass of a few route regexes.
     """
     app.router.routes.extend(api.routes)

@@ -6,7 +6,7 @@ database's cache nearly every insert reads and rewrites a page of its own (and
 writes it to the WAL at commit); a key that starts with the time lands next to
 the previous one. Measured on SQLite, random receipt ids made an insert cost
 three to ten times more once the table held some 30,000 receipts
-(`docs/decisions.md`, "Time-ordered ids").
+(`docs/decisions.md`, "Ids: time first, random from the OS").
 
 The rest of each id stays random (80 bits), drawn from the OS 64 ids at a
 time: ids are no easier to guess than before, only their creation time shows,

@@ -2,11 +2,11 @@
 
 A receipt's durability future is shared by its whole transaction, a run's task
 by every request waiting for it: a waiter that is cancelled must not cancel
-them. `asyncio.wait` and `asyncio.shield` promise that, and cost about
-6 and 5 µs more than a bare `await`; these cost about 2 (one callback per
-future and one waiter), and they run once or twice per run. The waiter is made
-on the futures' own loop: on CPython 3.11 `asyncio.get_running_loop()` makes a
-`getpid` system call each time (docs/benchmarks.md, section 4, twentieth round).
+them. `asyncio.wait` and `asyncio.shield` promise that with a task or an inner
+future per wait; these need one callback per future and one waiter, and they
+run once or twice per run. The waiter is made on the futures' own loop: on
+CPython 3.11 `asyncio.get_running_loop()` makes a `getpid` system call each
+time.
 """
 
 from __future__ import annotations

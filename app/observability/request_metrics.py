@@ -1,11 +1,11 @@
 """HTTP request metrics kept per loop turn and counted together.
 
-Counting a request updated three prometheus_client values, each behind its own
-lock (the in-flight gauge twice, the request counter, the latency histogram):
-about 2 µs of a request's time on the event loop, the thread every request
-waits for. As `MeteredSinks` does for calls, the middleware only notes its
-requests here; `flush` counts them at the end of the loop turn that noted
-them and before `/metrics` renders, updating each touched series once. A
+Counting a request updates three prometheus_client values, each behind its own
+lock (the in-flight gauge twice, the request counter, the latency histogram),
+on the event loop, the thread every request waits for. As `MeteredSinks` does
+for calls, the middleware only notes its requests here; `flush` counts them at
+the end of the loop turn that noted them and before `/metrics` renders,
+updating each touched series once. A
 scrape sees every request this process answered so far, and those in flight;
 other workers' (multiprocess mode) at most one loop turn old.
 """

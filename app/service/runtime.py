@@ -268,7 +268,7 @@ async def open_runtime(
 
 # A commit's wait for more rows, unless configured: the writer process commits
 # beside the loop, and there a wait only keeps a request from its answer
-# (docs/benchmarks.md, section 4, fifteenth round).
+# (docs/decisions.md, "The group commit").
 LINGER_S = 0.002
 LINGER_S_WITH_WRITER_PROCESS = 0.0
 

@@ -113,10 +113,10 @@ class Run(Base):
 # The receipts the index on `(status, created_at, id)` holds: those that did not
 # succeed, which an operator filtering by status looks for. Succeeded receipts,
 # nearly all of them, are found newest first through `(created_at, id)`, and no
-# insert of one maintains it (docs/decisions.md, "Receipts' status index holds
-# the ones that did not succeed"). A query uses the index when it says the same,
-# as a literal (`repositories.receipts.page_statement`): a status given as a
-# parameter proves nothing.
+# insert of one maintains it (docs/decisions.md, "What a call writes"). A query
+# uses the index when it says the same, as a literal
+# (`repositories.receipts.page_statement`): a status given as a parameter proves
+# nothing.
 RECEIPT_SUCCEEDED = "succeeded"
 RECEIPT_NOT_SUCCEEDED = f"status <> '{RECEIPT_SUCCEEDED}'"
 

@@ -4,7 +4,7 @@ Every receipt insert maintained it (a b-tree over a 71-character digest), yet
 no read filters or orders receipts by fingerprint: the cache is looked up in
 `cache_entries` by its primary key, and `GET /receipts` filters by run, tool,
 owner, status, item key, cache hit and creation time (docs/decisions.md,
-"Durable receipts: what a call writes").
+"What a call writes").
 
 Revision ID: 9d4e1f7a3c2b
 Revises: 5b0c7e2a91d4

@@ -4,8 +4,8 @@ PostgreSQL compresses a value it stores out of line (one over about 2 KB) with
 pglz unless the column names another method. The large values here are JSON
 documents: a long plan's shared audit rows (up to 64 events, about 4.5 KB
 each), tool outputs, router checkpoints. lz4 compresses and decompresses them
-several times faster; on a 1,000-call plan the audit rows' insert took 2.8 ->
-1.9 ms (docs/benchmarks.md, section 2, twenty-second round).
+several times faster than pglz, which shortens a long plan's audit insert
+(docs/decisions.md, "What a call writes").
 
 Only values stored from then on are compressed so; those stored before stay
 readable as they are. Nothing changes on SQLite, nor on a PostgreSQL server

@@ -1,9 +1,9 @@
 """Receipts: their run checked once per statement on PostgreSQL, not once per row.
 
 A foreign key checks each inserted row on its own: for every receipt the
-server runs a query for its run and locks it (`FOR KEY SHARE`), about 4 µs a
-receipt, a fifth of what a 400-receipt `COPY` costs the server, though a
-batch's receipts belong to a few runs. Here the constraint is replaced by
+server runs a query for its run and locks it (`FOR KEY SHARE`), about a fifth
+of what a large `COPY` costs the server per receipt, though a batch's receipts
+belong to a few runs. Here the constraint is replaced by
 triggers that keep the same rules and locks once per statement:
 
 - an insert or update of receipts looks up the distinct runs its rows name,
@@ -19,8 +19,8 @@ triggers that keep the same rules and locks once per statement:
 
 SQLite keeps its foreign key: it checks a row in C, for next to nothing.
 The functions keep the search path they were created with, so they find
-these tables whatever a session's own path (docs/decisions.md, "A receipt's
-run, checked once per statement").
+these tables whatever a session's own path (docs/decisions.md, "What a call
+writes").
 
 Revision ID: e3b9a4c70d15
 Revises: c41e7b2d9a05

@@ -2,12 +2,10 @@
 
 Every receipt insert maintained `(status, created_at, id)`, though nearly every
 receipt succeeds and an operator filtering by status looks for the others.
-On PostgreSQL the index cost about 1.8 µs of a durable call's 16 (a plan's
-receipts and audit rows inserted raw); succeeded receipts are found newest
-first through `(created_at, id)` as well. Queries for another status name the
-index's predicate, so they use it when the status is a parameter
-(docs/decisions.md, "Receipts' status index holds the ones that did not
-succeed"). Rebuilding the index reads the whole table once, under a lock that
+On PostgreSQL it was a measurable share of a durable call's rows; succeeded
+receipts are found newest first through `(created_at, id)` as well. Queries
+for another status name the index's predicate, so they use it when the status
+is a parameter (docs/decisions.md, "What a call writes"). Rebuilding the index reads the whole table once, under a lock that
 holds back writes to receipts while it runs.
 
 Revision ID: 7f2a9c4e1b63
