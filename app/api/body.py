@@ -9,7 +9,8 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from app.api.body_hazards import body_hazards, escape_token
-from app.api.problems import InvalidRequest, PayloadTooLarge, ProblemItem, pointer_from_loc
+from app.api.problems import PayloadTooLarge, pointer_from_loc
+from app.service.errors import InvalidRequest, ProblemItem
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from app.api.problems import ProblemItem
+from app.service.errors import ProblemItem
 
 _NUL_ESCAPE = b"\\u0000"
 NUL_IN_STRING = "a string may not contain U+0000"

@@ -10,8 +10,7 @@ alias of the decision route.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
@@ -20,19 +19,13 @@ from app.api.body import parse_model, read_json
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
 from app.api.pagination import keyset_cursor, parse_keyset_cursor
-from app.api.problems import PROBLEM_RESPONSES, NotFound, ProblemError, ServiceUnavailable
+from app.api.problems import PROBLEM_RESPONSES
 from app.api.responses import FastJSONResponse
 from app.api.schemas.confirmations import ConfirmationPage, ConfirmationStatus, DecisionOut
 from app.api.schemas.router import ConfirmationIn
 from app.api.schemas.runs import DEFAULT_RUN_PAGE, LIST_PROBLEMS, MAX_RUN_PAGE, Cursor
-from app.service.router_errors import (
-    ConfirmationConflict,
-    ConfirmationNotFound,
-    RouterUnavailable,
-)
 from app.service.runtime import Runtime
 
-T = TypeVar("T")
 LISTING = "confirmations"
 
 router = APIRouter(tags=["confirmations"])
@@ -46,26 +39,6 @@ DECISION_RESPONSES: dict[int | str, dict[str, object]] = {
     409: PROBLEM_RESPONSES[422],
     **PROBLEM_RESPONSES,
 }
-
-
-class Conflict(ProblemError):
-    status = 409
-    slug = "conflict"
-
-    def __init__(self, detail: str, slug: str) -> None:
-        super().__init__(detail)
-        self.slug = slug
-
-
-async def _mapped(work: Awaitable[T]) -> T:
-    try:
-        return await work
-    except RouterUnavailable as exc:
-        raise ServiceUnavailable(str(exc), headers={"Retry-After": "60"}) from None
-    except ConfirmationNotFound as exc:
-        raise NotFound(str(exc)) from None
-    except ConfirmationConflict as exc:
-        raise Conflict(str(exc), exc.slug) from None
 
 
 @router.get(
@@ -116,15 +89,13 @@ async def decide_confirmation(
     settings = runtime.settings
     data = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
     body = parse_model(ConfirmationIn, data)
-    answer = await _mapped(
-        record_decision(
-            runtime,
-            run_id,
-            confirmation_id,
-            approve=body.approve,
-            reason=body.reason,
-            decider=decider,
-        )
+    answer = await record_decision(
+        runtime,
+        run_id,
+        confirmation_id,
+        approve=body.approve,
+        reason=body.reason,
+        decider=decider,
     )
     return FastJSONResponse(answer, status_code=202)
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.api.problems import ServiceUnavailable
+from app.service.errors import ServiceUnavailable
 from app.service.runtime import Runtime
 
 
@@ -20,7 +20,7 @@ async def get_runtime(request: Request) -> Runtime:
         # What the database said is logged as it happens (`app.api.waiting`); a
         # response names neither where the database is nor what its driver said.
         raise ServiceUnavailable(
-            "The service is waiting for its database; retry later.", headers={"Retry-After": "5"}
+            "The service is waiting for its database; retry later.", retry_after_s=5
         )
     return runtime
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import RuntimeDep
-from app.api.problems import DATABASE_UNAVAILABLE, ServiceUnavailable
+from app.service.errors import DATABASE_UNAVAILABLE, ServiceUnavailable
 
 logger = logging.getLogger("toolloop.api.health")
 
@@ -49,7 +49,7 @@ async def readyz(runtime: RuntimeDep) -> Readiness:
     problem = await runtime.database_problem()
     if problem is not None:
         logger.warning("not ready: %s", problem)
-        raise ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"Retry-After": "5"})
+        raise ServiceUnavailable(DATABASE_UNAVAILABLE, retry_after_s=5)
     return Readiness(
         status="ready",
         contract_hash=runtime.contract.hash,

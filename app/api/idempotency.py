@@ -15,35 +15,18 @@ from fastapi import Request
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from app.api.problems import InvalidRequest, ProblemError, ProblemItem
-from app.service.idempotency import (
-    IdempotencyClaim,
-    IdempotencyKeyInUse,
-    IdempotencyKeyReused,
-    IdempotencyKeyUnanswered,
-    StoredResponse,
+from app.service.errors import (
+    IDEMPOTENCY_KEY_POINTER,
+    IdempotencyKeyTaken,
+    InvalidRequest,
+    ProblemItem,
 )
+from app.service.idempotency import IdempotencyClaim, StoredResponse
 from app.service.runtime import Runtime
 
 HEADER = "idempotency-key"
 REPLAYED = "idempotent-replayed"
 MAX_KEY_CHARS = 255
-_POINTER = f"/{HEADER}"
-
-
-class KeyInUse(ProblemError):
-    status = 409
-    slug = "idempotency-key-in-use"
-
-
-class KeyUnanswered(ProblemError):
-    status = 409
-    slug = "idempotency-key-unanswered"
-
-
-class KeyReused(ProblemError):
-    status = 422
-    slug = "idempotency-key-reused"
 
 
 def idempotency_key(headers: Headers) -> str | None:
@@ -64,36 +47,15 @@ def idempotency_key(headers: Headers) -> str | None:
 
 def _invalid(message: str) -> InvalidRequest:
     return InvalidRequest(
-        "The Idempotency-Key header is invalid.", errors=[ProblemItem(_POINTER, message)]
+        "The Idempotency-Key header is invalid.",
+        errors=[ProblemItem(IDEMPOTENCY_KEY_POINTER, message)],
     )
 
 
 async def lookup(runtime: Runtime, claim: IdempotencyClaim) -> Response | None:
     """The replay of a completed key; None when the key is free. Raises 409 (in
     progress, or never to be answered) or 422."""
-    try:
-        stored = await runtime.idempotency.lookup(claim)
-    except IdempotencyKeyReused:
-        raise KeyReused(
-            "This Idempotency-Key was already used for a different request.",
-            errors=[ProblemItem(_POINTER, "reused with a different method, path, body or Prefer")],
-        ) from None
-    except IdempotencyKeyUnanswered as exc:
-        # No Retry-After: no retry of this key will ever be answered.
-        raise KeyUnanswered(
-            f"The first request with this Idempotency-Key started run {exc.run_id}, which "
-            f"stopped ({exc.run_status}) before its response was stored, and no retry "
-            f"will be answered. GET /runs/{exc.run_id} shows the run and its receipts; "
-            f"an interrupted plan resumes with POST /runs/{exc.run_id}/resume and the "
-            "original body.",
-            members={"run_id": exc.run_id, "run_status": exc.run_status},
-        ) from None
-    except IdempotencyKeyInUse as exc:
-        running = "" if exc.run_id is None else f" (run {exc.run_id})"
-        raise KeyInUse(
-            f"The first request with this Idempotency-Key is still in progress{running}.",
-            headers={"Retry-After": "1"},
-        ) from None
+    stored = await runtime.idempotency.lookup(claim)
     return None if stored is None else replay(stored)
 
 
@@ -101,10 +63,7 @@ async def lookup_winner(runtime: Runtime, claim: IdempotencyClaim) -> Response:
     """After losing the race for a key: the winner's outcome."""
     replayed = await lookup(runtime, claim)
     if replayed is None:
-        raise KeyInUse(
-            "A concurrent request with this Idempotency-Key is in progress.",
-            headers={"Retry-After": "1"},
-        )
+        raise IdempotencyKeyTaken(claim.key)
     return replayed
 
 

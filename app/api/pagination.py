@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from app.api.problems import InvalidRequest, ProblemItem
+from app.service.errors import InvalidRequest, ProblemItem
 from app.service.runs.reads import Keyset
 
 CURSOR_POINTER = "/cursor"

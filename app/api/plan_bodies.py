@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from app.api.body import parse_model
-from app.api.problems import InvalidRequest, ProblemItem
 from app.api.schemas.plans import (
     ParallelPlanIn,
     SequentialPlanIn,
@@ -21,6 +20,7 @@ from app.api.schemas.plans import (
 )
 from app.api.schemas.readable_plans import readable_parallel, readable_sequential
 from app.engine import ParallelPlan, ReadablePlan, SequentialPlan
+from app.service.errors import InvalidRequest, ProblemItem
 from app.service.plans.service import PlanService
 
 P = TypeVar("P", SequentialPlan, ParallelPlan)

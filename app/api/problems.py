@@ -1,20 +1,23 @@
 """RFC 9457 problem details: every error the API returns is one of these.
 
-ProblemError
- ├── InvalidRequest          422  the request names every problem in `errors`
- ├── Unauthorized            401  no API key, or one the service does not know
- ├── Forbidden               403  a valid key without the scope the route needs
- ├── NotFound                404
- ├── PayloadTooLarge         413
- ├── TooManyRequests         429  carries Retry-After
- └── ServiceUnavailable      503  dependency down or feature failed closed
+Expected failures are `ServiceError`s (`app.service.errors`, whose docstring
+draws the tree): each carries its status, type and title, and one handler
+renders them all. The API adds the leaves only HTTP knows of:
+
+ServiceError
+ ├── Unauthorized          401  unauthorized: no API key, or one the service does not know
+ ├── InsufficientScope     403  forbidden: a valid key without the scope the route needs
+ ├── PayloadTooLarge       413  payload-too-large
+ └── TooManyRequests       429  too-many-requests: carries Retry-After
+
+What FastAPI and Starlette raise themselves (a request that fails validation, an
+unknown route) is rendered in the same shape; anything else is a logged 500.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -25,71 +28,48 @@ from pydantic import BaseModel
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.service.errors import PlanRejected, StorageUnavailable
+from app.service.errors import (
+    PROBLEM_TYPE,
+    ProblemItem,
+    ServiceError,
+    StorageUnavailable,
+)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 logger = logging.getLogger("toolloop.api")
 
 
-@dataclass(frozen=True, slots=True)
-class ProblemItem:
-    pointer: str
-    message: str
+class Challenged(ServiceError):
+    """A refusal of the request's credentials, with the challenge to answer
+    (`WWW-Authenticate`, RFC 6750)."""
 
-
-class ProblemError(Exception):
-    status: int = 500
-    slug: str = "internal-error"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        errors: Sequence[ProblemItem] = (),
-        headers: Mapping[str, str] | None = None,
-        members: Mapping[str, str] | None = None,
-    ) -> None:
+    def __init__(self, detail: str, *, challenge: str) -> None:
         super().__init__(detail)
-        self.detail = detail
-        self.errors = list(errors)
-        self.headers = dict(headers or {})
-        # RFC 9457 extension members a client acts on (e.g. the `run_id` to read).
-        self.members = dict(members or {})
+        self.challenge = challenge
 
 
-class InvalidRequest(ProblemError):
-    status = 422
-    slug = "invalid-request"
-
-
-class Unauthorized(ProblemError):
+class Unauthorized(Challenged):
     status = 401
-    slug = "unauthorized"
+    type = PROBLEM_TYPE + "unauthorized"
+    title = HTTPStatus.UNAUTHORIZED.phrase
 
 
-class Forbidden(ProblemError):
+class InsufficientScope(Challenged):
     status = 403
-    slug = "forbidden"
+    type = PROBLEM_TYPE + "forbidden"
+    title = HTTPStatus.FORBIDDEN.phrase
 
 
-class TooManyRequests(ProblemError):
-    status = 429
-    slug = "too-many-requests"
-
-
-class NotFound(ProblemError):
-    status = 404
-    slug = "not-found"
-
-
-class PayloadTooLarge(ProblemError):
+class PayloadTooLarge(ServiceError):
     status = 413
-    slug = "payload-too-large"
+    type = PROBLEM_TYPE + "payload-too-large"
+    title = HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase
 
 
-class ServiceUnavailable(ProblemError):
-    status = 503
-    slug = "service-unavailable"
+class TooManyRequests(ServiceError):
+    status = 429
+    type = PROBLEM_TYPE + "too-many-requests"
+    title = HTTPStatus.TOO_MANY_REQUESTS.phrase
 
 
 class ProblemOut(BaseModel):
@@ -107,15 +87,16 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def problem_body(
     status: int,
-    slug: str,
+    type_: str,
+    title: str,
     detail: str,
     errors: Sequence[ProblemItem] = (),
     members: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         **(members or {}),
-        "type": f"urn:toolloop:problem:{slug}",
-        "title": HTTPStatus(status).phrase,
+        "type": type_,
+        "title": title,
         "status": status,
         "detail": detail,
     }
@@ -130,13 +111,15 @@ def problem_response(
     detail: str,
     errors: Sequence[ProblemItem] = (),
     headers: Mapping[str, str] | None = None,
-    members: Mapping[str, str] | None = None,
 ) -> JSONResponse:
+    """A problem that is no `ServiceError` (a transport refusal, FastAPI's own)."""
+    body = problem_body(status, PROBLEM_TYPE + slug, HTTPStatus(status).phrase, detail, errors)
+    return _response(body, headers)
+
+
+def _response(body: dict[str, Any], headers: Mapping[str, str] | None) -> JSONResponse:
     return JSONResponse(
-        problem_body(status, slug, detail, errors, members),
-        status_code=status,
-        media_type=PROBLEM_MEDIA_TYPE,
-        headers=dict(headers or {}),
+        body, status_code=body["status"], media_type=PROBLEM_MEDIA_TYPE, headers=dict(headers or {})
     )
 
 
@@ -148,9 +131,18 @@ def pointer_from_loc(loc: Sequence[str | int]) -> str:
     return "".join(f"/{p}" for p in escaped)
 
 
-async def _on_problem(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ProblemError)
-    return problem_response(exc.status, exc.slug, exc.detail, exc.errors, exc.headers, exc.members)
+async def _on_service_error(request: Request, exc: Exception) -> JSONResponse:
+    """The one rendering of every expected failure."""
+    assert isinstance(exc, ServiceError)
+    if isinstance(exc, StorageUnavailable):
+        logger.warning("storage unavailable on %s %s: %s", request.method, request.url.path, exc)
+    headers: dict[str, str] = {}
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(exc.retry_after_s)
+    if isinstance(exc, Challenged):
+        headers["WWW-Authenticate"] = exc.challenge
+    body = problem_body(exc.status, exc.type, exc.title, exc.detail, exc.errors, exc.members)
+    return _response(body, headers)
 
 
 async def _on_validation(_: Request, exc: Exception) -> JSONResponse:
@@ -179,36 +171,13 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(500, "internal-error", "The service failed to handle this request.")
 
 
-async def _on_plan_rejected(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, PlanRejected)
-    items = [ProblemItem(problem.pointer, problem.message) for problem in exc.problems]
-    return problem_response(422, "plan-rejected", "The plan was rejected; nothing ran.", items)
-
-
-# What a 503 says of the database: the cause (driver text, SQL, where the database
-# lives) goes to the log only.
-DATABASE_UNAVAILABLE = "The database is unavailable; retry later."
-
-
-async def _on_storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    logger.warning("storage unavailable on %s %s: %s", request.method, request.url.path, exc)
-    return problem_response(
-        503, "storage-unavailable", DATABASE_UNAVAILABLE, headers={"Retry-After": "5"}
-    )
-
-
-async def _on_database_unreachable(_: Request, exc: Exception) -> JSONResponse:
-    logger.warning("database unavailable: %s", type(exc).__name__)
-    return problem_response(
-        503, "storage-unavailable", DATABASE_UNAVAILABLE, headers={"Retry-After": "5"}
-    )
+async def _on_database_unreachable(request: Request, exc: Exception) -> JSONResponse:
+    """A connection-level failure (server restarting, network gone) is transient."""
+    return await _on_service_error(request, StorageUnavailable(type(exc).__name__))
 
 
 def install_problem_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ProblemError, _on_problem)
-    app.add_exception_handler(PlanRejected, _on_plan_rejected)
-    app.add_exception_handler(StorageUnavailable, _on_storage_unavailable)
-    # Connection-level failures (server restarting, network gone) are transient.
+    app.add_exception_handler(ServiceError, _on_service_error)
     app.add_exception_handler(OperationalError, _on_database_unreachable)
     app.add_exception_handler(InterfaceError, _on_database_unreachable)
     app.add_exception_handler(RequestValidationError, _on_validation)

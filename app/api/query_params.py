@@ -10,7 +10,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from app.api.body_hazards import escape_token
-from app.api.problems import InvalidRequest, ProblemItem
+from app.service.errors import InvalidRequest, ProblemItem
 
 
 def _query_names(dependant: Dependant) -> list[str]:

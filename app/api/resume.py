@@ -9,8 +9,7 @@ respond-async`; `Idempotency-Key` works as on the plan routes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from pydantic import RootModel
@@ -21,7 +20,6 @@ from app.api.body import read_json
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
 from app.api.plan_bodies import parallel_from_body, sequential_from_body
-from app.api.problems import Forbidden, NotFound, ProblemError, ProblemItem
 from app.api.responses import FastJSONResponse
 from app.api.run_control import control_rule
 from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
@@ -34,35 +32,12 @@ from app.api.schemas.plans import (
 from app.api.schemas.runs import RUN_PROBLEMS, Text
 from app.engine import ParallelPlan, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
-from app.service.plans.resume import (
-    ContractChanged,
-    RequestMismatch,
-    ResumeForbidden,
-    RunNotResumable,
-    RunResumer,
-)
-from app.service.runs.reads import RunNotFound
+from app.service.plans.resume import RunResumer
 from app.service.runs.tasks import SupervisedRun
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 RunPath = Annotated[Text, Path()]
-T = TypeVar("T")
-
-
-class NotResumable(ProblemError):
-    status = 409
-    slug = "run-not-resumable"
-
-
-class ContractChangedProblem(ProblemError):
-    status = 409
-    slug = "contract-changed"
-
-
-class NotTheOriginalRequest(ProblemError):
-    status = 422
-    slug = "request-mismatch"
 
 
 class ResumeRunIn(RootModel[SequentialPlanIn | ParallelPlanIn]):
@@ -87,7 +62,7 @@ async def resume_run(
         request, runtime.settings.max_body_bytes, runtime.settings.max_json_depth
     )
     resumer = RunResumer(runtime.plans, runtime.runs)
-    kind = await _mapped(resumer.find(run_id, principal, control_rule(principal)))
+    kind = await resumer.find(run_id, principal, control_rule(principal))
     plan: SequentialPlan | ParallelPlan = (
         sequential_from_body(data, runtime.plans)
         if kind == "sequential"
@@ -96,24 +71,6 @@ async def resume_run(
 
     async def open_run(claim: IdempotencyClaim | None, _answered_at_end: bool) -> SupervisedRun:
         # A resumed run's row exists already: nothing to defer.
-        return await _mapped(resumer.open(run_id, plan, principal.name, claim))
+        return await resumer.open(run_id, plan, principal.name, claim)
 
     return await start_run(request, runtime, principal, data, open_run)
-
-
-async def _mapped(work: Awaitable[T]) -> T:
-    try:
-        return await work
-    except RunNotFound:
-        raise NotFound("There is no run with this id.") from None
-    except ResumeForbidden:
-        raise Forbidden("This API key may not resume this run.") from None
-    except RunNotResumable as exc:
-        raise NotResumable(f"The run cannot be resumed: {exc.reason}.") from None
-    except ContractChanged as exc:
-        raise ContractChangedProblem(f"The contract changed: {exc}.") from None
-    except RequestMismatch:
-        raise NotTheOriginalRequest(
-            "The body is not the run's original plan request; send it unchanged.",
-            errors=[ProblemItem("", "digest differs from the one stored with the run")],
-        ) from None

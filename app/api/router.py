@@ -10,8 +10,7 @@ The decision route is an alias of `POST /runs/{run_id}/confirmations/{confirmati
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
@@ -21,74 +20,21 @@ from app.api.body import parse_model, read_json
 from app.api.confirmations import DECISION_RESPONSES, decide_confirmation
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
-from app.api.problems import (
-    InvalidRequest,
-    NotFound,
-    ProblemError,
-    ProblemItem,
-    ServiceUnavailable,
-)
 from app.api.responses import FastJSONResponse
 from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
 from app.api.schemas.router import ConfirmationIn, RouterRunIn, RouterRunOut
 from app.contract.canonical import canonical_json, sha256_digest
 from app.service.router.service import RouterService
-from app.service.router_errors import (
-    ConfirmationConflict,
-    ConfirmationNotFound,
-    RouterRequestRejected,
-    RouterUnavailable,
-)
 from app.service.runtime import Runtime
-
-T = TypeVar("T")
 
 router = APIRouter(prefix="/router", tags=["router"])
 
 Id = Annotated[str, Path(min_length=1, max_length=64)]
-ROUTER_UNAVAILABLE = (
-    "The router is unavailable: it failed closed at startup (the service log says why)."
-)
-
-
-class Conflict(ProblemError):
-    status = 409
-    slug = "conflict"
-
-    def __init__(self, detail: str, slug: str) -> None:
-        super().__init__(detail)
-        self.slug = slug
-
-
-def _problem(exc: Exception) -> ProblemError:
-    if isinstance(exc, RouterUnavailable):
-        # Its problems name files and keys of the server's configuration: logged at startup.
-        return ServiceUnavailable(ROUTER_UNAVAILABLE, headers={"Retry-After": "60"})
-    if isinstance(exc, RouterRequestRejected):
-        items = [ProblemItem(p.pointer, p.message) for p in exc.problems]
-        return InvalidRequest("The router request was rejected; nothing ran.", errors=items)
-    if isinstance(exc, ConfirmationNotFound):
-        return NotFound(str(exc))
-    assert isinstance(exc, ConfirmationConflict)
-    return Conflict(str(exc), exc.slug)
-
-
-_MAPPED = (RouterUnavailable, RouterRequestRejected, ConfirmationNotFound, ConfirmationConflict)
-
-
-async def _mapped(work: Awaitable[T]) -> T:
-    try:
-        return await work
-    except _MAPPED as exc:
-        raise _problem(exc) from None
 
 
 def _available(runtime: Runtime) -> RouterService:
     """The router service, or 503 before the body is even read."""
-    try:
-        runtime.router.require_ready()
-    except RouterUnavailable as exc:
-        raise _problem(exc) from None
+    runtime.router.require_ready()
     return runtime.router
 
 
@@ -113,8 +59,8 @@ async def start_router_run(
         principal,
         data,
         # A router run's start always commits first: its calls are the model's choice.
-        lambda claim, _answered_at_end: _mapped(
-            service.open_run(routed, principal.name, request_digest=digest, claim=claim)
+        lambda claim, _answered_at_end: service.open_run(
+            routed, principal.name, request_digest=digest, claim=claim
         ),
     )
 

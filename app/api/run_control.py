@@ -30,17 +30,11 @@ from app.api.auth import (
     RunsReader,
 )
 from app.api.deps import RuntimeDep
-from app.api.problems import PROBLEM_MEDIA_TYPE, Forbidden, NotFound, ProblemError, ProblemOut
+from app.api.problems import PROBLEM_MEDIA_TYPE, ProblemOut
 from app.api.responses import FastJSONResponse
 from app.api.schemas.run_control import RunStatusOut
 from app.api.schemas.runs import RUN_PROBLEMS, Text
-from app.service.runs.control import (
-    CancelForbidden,
-    RunAlreadyEnded,
-    RunControl,
-    RunRunningElsewhere,
-)
-from app.service.runs.reads import RunNotFound
+from app.service.runs.control import RunControl
 from app.service.runs.stream import RunEvent, RunEventStream
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -54,11 +48,6 @@ START_SCOPES = {
 }
 HEARTBEAT = b": keep-alive\n\n"
 _PROBLEM = {"model": ProblemOut, "content": {PROBLEM_MEDIA_TYPE: {}}}
-
-
-class RunNotCancellable(ProblemError):
-    status = 409
-    slug = "run-not-cancellable"
 
 
 def control_rule(principal: Principal) -> Callable[[str, str | None], bool]:
@@ -103,18 +92,7 @@ async def cancel_run(
             "parallel": cancel_paused_plan_run,
         },
     )
-    try:
-        status = await control.cancel(run_id, principal, control_rule(principal))
-    except RunNotFound:
-        raise NotFound("There is no run with this id.") from None
-    except CancelForbidden:
-        raise Forbidden("This API key may not cancel this run.") from None
-    except RunAlreadyEnded as exc:
-        raise RunNotCancellable(f"The run already ended: {exc.status}.") from None
-    except RunRunningElsewhere:
-        raise RunNotCancellable(
-            "The run executes in another service instance; only that instance can cancel it."
-        ) from None
+    status = await control.cancel(run_id, principal, control_rule(principal))
     return FastJSONResponse({"run_id": run_id, "status": status})
 
 
@@ -143,10 +121,7 @@ async def stream_run_events(
         heartbeat_s=settings.run_events_heartbeat_s,
         poll_s=settings.run_events_poll_s,
     )
-    try:
-        events = await stream.open(run_id, viewer)
-    except RunNotFound:
-        raise NotFound("There is no run with this id.") from None
+    events = await stream.open(run_id, viewer)
     return StreamingResponse(
         server_sent_events(events),
         media_type="text/event-stream",

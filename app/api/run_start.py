@@ -30,16 +30,11 @@ from app.api.idempotency import (
     render_exception,
     to_stored,
 )
-from app.api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_RESPONSES, ProblemError, ProblemOut
+from app.api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_RESPONSES, ProblemOut
 from app.api.responses import FastJSONResponse
 from app.api.schemas.run_control import RunAcceptedOut
-from app.service.errors import ServiceError, StorageUnavailable
-from app.service.idempotency import (
-    IdempotencyClaim,
-    IdempotencyKeyTaken,
-    StoredResponse,
-    request_digest,
-)
+from app.service.errors import IdempotencyKeyTaken, ServiceError, StorageUnavailable
+from app.service.idempotency import IdempotencyClaim, StoredResponse, request_digest
 from app.service.runs.tasks import RunEnded, RunResult, SupervisedRun
 from app.service.runtime import Runtime
 
@@ -122,7 +117,7 @@ async def start_run(
         run = await open_run(claim, not respond_async)
     except IdempotencyKeyTaken:
         return await lookup_winner(runtime, claim)
-    except (ServiceError, ProblemError) as exc:
+    except ServiceError as exc:
         # Nothing ran. The request's own fault (a preflight 422) is kept and
         # replayed; a server error is not, so that a retry can proceed.
         response = await render_exception(request, exc)

@@ -9,8 +9,7 @@ default, 500 at most.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
@@ -25,7 +24,6 @@ from app.api.pagination import (
     parse_position_cursor_of,
     position_cursor,
 )
-from app.api.problems import NotFound
 from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
 from app.api.schemas.runs import (
@@ -47,9 +45,7 @@ from app.api.schemas.runs import (
     Text,
     Until,
 )
-from app.service.runs.reads import ReadService, RunFilters, RunNotFound
-
-T = TypeVar("T")
+from app.service.runs.reads import ReadService, RunFilters
 
 # An audit cursor names an event id. An earlier version's ids counted two to a
 # stored row; its cursors (that listing's name) are still taken, converted.
@@ -62,13 +58,6 @@ router = APIRouter(prefix="/runs", tags=["runs"])
 RunPath = Annotated[Text, Path()]
 PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 RunPageLimit = Annotated[int, Query(ge=1, le=MAX_RUN_PAGE)]
-
-
-async def _visible(work: Awaitable[T]) -> T:
-    try:
-        return await work
-    except RunNotFound:
-        raise NotFound("There is no run with this id.") from None
 
 
 @router.get(
@@ -113,7 +102,7 @@ async def list_runs(
 async def get_run(
     runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath, _known: KnownQueryOnly = None
 ) -> FastJSONResponse:
-    return FastJSONResponse(await _visible(ReadService(runtime.sessions).get_run(run_id, viewer)))
+    return FastJSONResponse(await ReadService(runtime.sessions).get_run(run_id, viewer))
 
 
 @router.get(
@@ -131,10 +120,8 @@ async def list_run_receipts(
     _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
     after = parse_position_cursor("run-receipts", cursor, maximum=MAX_SEQ)
-    listing = await _visible(
-        ReadService(runtime.sessions).list_run_receipts(
-            run_id, viewer, limit=limit, after_seq=after
-        )
+    listing = await ReadService(runtime.sessions).list_run_receipts(
+        run_id, viewer, limit=limit, after_seq=after
     )
     next_cursor = None if listing.next is None else position_cursor("run-receipts", listing.next)
     return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
@@ -160,8 +147,8 @@ async def list_run_audit(
         listing_name, after = found
         if listing_name == EARLIER_AUDIT_LISTING:
             after = ReadService.audit_event_id_of_earlier_version(after, MAX_AUDIT_ID)
-    listing = await _visible(
-        ReadService(runtime.sessions).list_run_audit(run_id, viewer, limit=limit, after_id=after)
+    listing = await ReadService(runtime.sessions).list_run_audit(
+        run_id, viewer, limit=limit, after_id=after
     )
     next_cursor = None if listing.next is None else position_cursor(AUDIT_LISTING, listing.next)
     return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})

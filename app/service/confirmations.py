@@ -22,12 +22,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.foundation.redaction import redact_text
 from app.observability.confirmations import record_confirmation
-from app.service.errors import StorageUnavailable
+from app.service.errors import (
+    ConfirmationConflict,
+    ConfirmationContractChanged,
+    ConfirmationNotFound,
+    StorageUnavailable,
+)
 from app.service.plans.continuation import continued_run, is_plan_checkpoint
 from app.service.plans.pause import redacted_args
 from app.service.plans.service import PlanService
 from app.service.router.service import RouterService
-from app.service.router_errors import ConfirmationConflict, ConfirmationNotFound
 from app.service.runs.tasks import RunSupervisor, SupervisedRun
 from app.store.models import Confirmation, Run
 from app.store.repositories.confirmations import ConfirmationRepository
@@ -132,11 +136,10 @@ class ConfirmationService:
             {"decision": REFUSED if changed else decision, "reason": shown_reason},
         )
         if changed:
-            raise ConfirmationConflict(
+            raise ConfirmationContractChanged(
                 "the contract changed since this confirmation was requested "
                 f"({target.contract_hash} -> {contract.hash}); the approval is refused "
-                "and the run is closed",
-                slug="contract-changed",
+                "and the run is closed"
             )
         answer = {
             "run_id": run_id,

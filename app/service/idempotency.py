@@ -13,12 +13,6 @@ storing the answer (a crash, or a failed write of the answer). Once the run is
 no longer `running` and no live process holds its task (`AnsweringRuns`), a
 retry learns that the answer will never come, and which run to read or resume,
 instead of being told to retry until the key expires.
-
-IdempotencyError
- ├── IdempotencyKeyReused      the key was used for a different request (422)
- ├── IdempotencyKeyInUse       the first request with this key is still running (409)
- ├── IdempotencyKeyUnanswered  its run stopped and nobody is left to answer it (409)
- └── IdempotencyKeyTaken       a concurrent duplicate claimed the key first; look it up again
 """
 
 from __future__ import annotations
@@ -36,7 +30,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.contract.canonical import canonical_json, sha256_digest
 from app.foundation.redaction import Redactor
 from app.service.commits import committed
-from app.service.errors import ServiceError, StorageUnavailable
+from app.service.errors import (
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    IdempotencyKeyTaken,
+    IdempotencyKeyUnanswered,
+    StorageUnavailable,
+)
 from app.store.journal.outage import RETRY_WINDOW_S
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import IdempotencyKey
@@ -48,31 +48,6 @@ logger = logging.getLogger("toolloop.idempotency")
 
 # The key scope of open mode (no API keys); not a valid key name, so never shared with one.
 OPEN_MODE_CALLER = "(open)"
-
-
-class IdempotencyError(ServiceError):
-    pass
-
-
-class IdempotencyKeyReused(IdempotencyError):
-    pass
-
-
-class IdempotencyKeyInUse(IdempotencyError):
-    def __init__(self, run_id: str | None) -> None:
-        super().__init__("the first request with this key is still in progress")
-        self.run_id = run_id
-
-
-class IdempotencyKeyUnanswered(IdempotencyError):
-    def __init__(self, run_id: str, run_status: str) -> None:
-        super().__init__("the first request with this key stopped before it was answered")
-        self.run_id = run_id
-        self.run_status = run_status
-
-
-class IdempotencyKeyTaken(IdempotencyError):
-    pass
 
 
 # How long after its run's end a live process may still store the key's answer:

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from app.api.body_hazards import REPEATED_KEY, TOO_DEEP_TO_CHECK, body_hazards
-from app.api.problems import ProblemItem
+from app.service.errors import ProblemItem
 
 
 def _nested(depth: int, inner: bytes) -> tuple[bytes, Any]:

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from app.api.body import parse_model
-from app.api.problems import InvalidRequest
 from app.api.schemas.plans import (
     ParallelPlanIn,
     SequentialPlanIn,
     parallel_plan,
     sequential_plan,
 )
+from app.service.errors import InvalidRequest
 
 CALL = {"call_key": "c1", "tool": "transform", "args": {"text": "x"}}
 

@@ -11,7 +11,7 @@ from app.api.pagination import (
     parse_position_cursor,
     position_cursor,
 )
-from app.api.problems import InvalidRequest
+from app.service.errors import InvalidRequest
 from app.service.runs.reads import Keyset
 
 

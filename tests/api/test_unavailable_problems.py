@@ -11,8 +11,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from app.api.problems import DATABASE_UNAVAILABLE, install_problem_handlers
+from app.api.problems import install_problem_handlers
 from app.service.commits import committed
+from app.service.errors import DATABASE_UNAVAILABLE
 from app.store.database import create_database_engine
 
 STATEMENT = "INSERT INTO no_such_table (secret_column) VALUES (1)"

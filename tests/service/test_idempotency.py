@@ -6,13 +6,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.service.errors import (
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    IdempotencyKeyUnanswered,
+)
 from app.service.idempotency import (
     OPEN_MODE_CALLER,
     AnsweringRuns,
     IdempotencyClaim,
-    IdempotencyKeyInUse,
-    IdempotencyKeyReused,
-    IdempotencyKeyUnanswered,
     IdempotencyService,
     StoredResponse,
     request_digest,

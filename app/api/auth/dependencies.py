@@ -28,7 +28,7 @@ from app.api.auth.principal import (
     Principal,
 )
 from app.api.auth.throttle import FailedAuthThrottle
-from app.api.problems import Forbidden, TooManyRequests, Unauthorized
+from app.api.problems import InsufficientScope, TooManyRequests, Unauthorized
 
 logger = logging.getLogger("toolloop.api.auth")
 
@@ -66,9 +66,9 @@ def require_scope(scope: str) -> Callable[[Request], Awaitable[Principal]]:
     async def dependency(request: Request) -> Principal:
         principal = await authenticated(request)
         if not principal.has(scope):
-            raise Forbidden(
+            raise InsufficientScope(
                 f"This API key lacks the {scope!r} scope.",
-                headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope"'},
+                challenge=f'{CHALLENGE}, error="insufficient_scope"',
             )
         return principal
 
@@ -84,9 +84,9 @@ def require_any_scope(*scopes: str) -> Callable[[Request], Awaitable[Principal]]
     async def dependency(request: Request) -> Principal:
         principal = await authenticated(request)
         if not any(principal.has(scope) for scope in scopes):
-            raise Forbidden(
+            raise InsufficientScope(
                 f"This API key lacks the {names} scope.",
-                headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope"'},
+                challenge=f'{CHALLENGE}, error="insufficient_scope"',
             )
         return principal
 
@@ -99,10 +99,7 @@ def _authenticate(request: Request, keyring: KeyRing, throttle: FailedAuthThrott
     if token is None:
         wait = throttle.blocked_for(address)
         if wait is None:
-            raise Unauthorized(
-                "Send an API key: Authorization: Bearer <key>.",
-                headers={"WWW-Authenticate": CHALLENGE},
-            )
+            raise Unauthorized("Send an API key: Authorization: Bearer <key>.", challenge=CHALLENGE)
     else:
         principal = keyring.authenticate(token)
         if principal is not None:
@@ -112,11 +109,11 @@ def _authenticate(request: Request, keyring: KeyRing, throttle: FailedAuthThrott
             logger.warning("rejected an unknown API key from %s", address)
             raise Unauthorized(
                 "The API key is not valid.",
-                headers={"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'},
+                challenge=f'{CHALLENGE}, error="invalid_token"',
             )
     raise TooManyRequests(
         f"Too many failed authentication attempts from this address; retry in {wait} s.",
-        headers={"Retry-After": str(wait)},
+        retry_after_s=wait,
     )
 
 

@@ -18,10 +18,10 @@ from app.api.console.session_deps import BASE, ConsoleSession, ScopeMissing, csr
 from app.api.console.sessions import Session
 from app.api.deps import RuntimeDep
 from app.api.pagination import keyset_cursor, parse_keyset_cursor
-from app.api.problems import ProblemError
-from app.service.router_errors import (
+from app.service.errors import (
     ConfirmationConflict,
     ConfirmationNotFound,
+    InvalidRequest,
     RouterUnavailable,
 )
 
@@ -52,7 +52,7 @@ async def confirmations_page(request: Request, runtime: RuntimeDep, session: Any
     next_url = None
     try:
         after = parse_keyset_cursor(LISTING, params.get("cursor") or None)
-    except ProblemError:
+    except InvalidRequest:
         problems.append("cursor: not a cursor of this list; start from the first page")
     if not problems:
         page = await runtime.confirmations.list_page(

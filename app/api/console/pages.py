@@ -28,15 +28,16 @@ from app.api.console.sessions import Session
 from app.api.console.timeline import lane_timeline
 from app.api.deps import RuntimeDep
 from app.api.pagination import keyset_cursor, parse_keyset_cursor
-from app.api.problems import ProblemError
 from app.api.run_control import START_SCOPES, control_rule, server_sent_events
 from app.service.catalog import describe_contract
-from app.service.runs.control import (
+from app.service.errors import (
     CancelForbidden,
+    InvalidRequest,
     RunAlreadyEnded,
-    RunControl,
+    RunNotFound,
     RunRunningElsewhere,
 )
+from app.service.runs.control import RunControl
 from app.service.runs.reads import (
     RECEIPT_STATUSES,
     Keyset,
@@ -44,7 +45,6 @@ from app.service.runs.reads import (
     ReadService,
     ReceiptFilters,
     RunFilters,
-    RunNotFound,
 )
 from app.service.runs.stream import RunEventStream
 from app.service.runs.tool_health import MAX_SAMPLE, read_health
@@ -105,7 +105,7 @@ async def _keyset_page(
         return [], shown, None
     try:
         after = parse_keyset_cursor(name, params.get("cursor") or None)
-    except ProblemError:
+    except InvalidRequest:
         problems.append("cursor: not a cursor of this list; start from the first page")
         return [], shown, None
     listing = await read(after)

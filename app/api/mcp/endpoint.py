@@ -37,7 +37,7 @@ from app.api.deps import get_runtime
 from app.api.mcp.caller import OWNER_STATE, McpCaller
 from app.api.mcp.tool_calls import call_tool
 from app.api.mcp.tool_listing import mcp_tool, owner_tools
-from app.api.problems import Forbidden, NotFound
+from app.service.errors import Forbidden, NotFound
 
 PATH = "/mcp/{owner}"
 

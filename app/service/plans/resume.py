@@ -9,12 +9,6 @@ succeed (cancelled or skipped by a shutdown, failed, timed out) gets its new
 receipt in that same row; the replaced one is kept as a `receipt.superseded`
 audit event. Calls dispatched by tools get sequence numbers after every
 stored receipt. The run then ends as any run does.
-
-RunResumeError
- ├── ResumeForbidden    the caller may see the run but not resume it (403)
- ├── RunNotResumable    not an interrupted plan run, or it executes here already (409)
- ├── ContractChanged    the run was admitted against another contract (409)
- └── RequestMismatch    the body is not the run's original plan (422)
 """
 
 from __future__ import annotations
@@ -39,12 +33,20 @@ from app.engine import (
     preflight_sequential,
 )
 from app.observability.context import bind_run
-from app.service.errors import PlanRejected, ServiceError, StorageUnavailable
+from app.service.errors import (
+    ContractChanged,
+    PlanRejected,
+    RequestMismatch,
+    ResumeForbidden,
+    RunNotFound,
+    RunNotResumable,
+    StorageUnavailable,
+)
 from app.service.idempotency import IdempotencyClaim, claim_key
 from app.service.plans.digest import plan_digest
 from app.service.plans.runs import ParallelRun, SequentialRun
 from app.service.plans.service import PlanService
-from app.service.runs.reads import RunNotFound, RunViewer
+from app.service.runs.reads import RunViewer
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import RunResult, RunSupervisor, SupervisedRun
 from app.store.journal.writer import GroupCommitWriter
@@ -55,28 +57,6 @@ from app.store.repositories.runs import INTERRUPTED, RunRepository
 # (run kind, the run's creator) -> may this caller resume it?
 ResumeRule = Callable[[str, str | None], bool]
 PLAN_KINDS = ("sequential", "parallel")
-
-
-class RunResumeError(ServiceError):
-    pass
-
-
-class ResumeForbidden(RunResumeError):
-    pass
-
-
-class RunNotResumable(RunResumeError):
-    def __init__(self, run_id: str, reason: str) -> None:
-        super().__init__(f"run {run_id} cannot be resumed: {reason}")
-        self.reason = reason
-
-
-class ContractChanged(RunResumeError):
-    pass
-
-
-class RequestMismatch(RunResumeError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from app.router.ports import RouterKit
 from app.router.request import RouterRequest
 from app.router.request_checks import RunPlan, admit
 from app.router.setup import RouterSetup
-from app.service.errors import StorageUnavailable
+from app.service.errors import RouterRequestRejected, RouterUnavailable, StorageUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.router.cassette import Recording
@@ -49,7 +49,6 @@ from app.service.router.replay import (
     replayed_request,
 )
 from app.service.router.tasks import RouterTask
-from app.service.router_errors import RouterRequestRejected, RouterUnavailable
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import CANCELLED
 from app.store.journal.writer import GroupCommitWriter

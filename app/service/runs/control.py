@@ -4,11 +4,6 @@ Only the process executing a run can cancel it; a run executing in another
 replica is refused (409) rather than left half-stopped. A run kind that can
 pause (a router run waiting for confirmation) registers how to cancel a paused
 run: it is only rows, so any process can.
-
-RunControlError
- ├── CancelForbidden        the caller may see the run but not cancel it (403)
- ├── RunAlreadyEnded        the run had ended before the cancel took effect (409)
- └── RunRunningElsewhere    another process executes the run (409)
 """
 
 from __future__ import annotations
@@ -19,8 +14,14 @@ from dataclasses import dataclass, field
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.service.errors import ServiceError, StorageUnavailable
-from app.service.runs.reads import RunNotFound, RunViewer
+from app.service.errors import (
+    CancelForbidden,
+    RunAlreadyEnded,
+    RunNotFound,
+    RunRunningElsewhere,
+    StorageUnavailable,
+)
+from app.service.runs.reads import RunViewer
 from app.service.runs.tasks import CANCELLED, INTERRUPTED, RunSupervisor
 from app.store.repositories.runs import RUNNING, RunRepository
 
@@ -28,24 +29,6 @@ from app.store.repositories.runs import RUNNING, RunRepository
 CancelRule = Callable[[str, str | None], bool]
 # (run id) -> the status a paused run was cancelled with; None when it is not paused.
 CancelPaused = Callable[[str], Awaitable[str | None]]
-
-
-class RunControlError(ServiceError):
-    pass
-
-
-class CancelForbidden(RunControlError):
-    pass
-
-
-class RunAlreadyEnded(RunControlError):
-    def __init__(self, run_id: str, status: str) -> None:
-        super().__init__(f"run {run_id} already ended: {status}")
-        self.status = status
-
-
-class RunRunningElsewhere(RunControlError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

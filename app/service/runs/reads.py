@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.service.errors import ServiceError, StorageUnavailable
+from app.service.errors import RunNotFound, StorageUnavailable
 from app.store.models import Receipt, Run
 from app.store.repositories.audit import (
     AuditRepository,
@@ -43,10 +43,6 @@ class RunViewer(Protocol):
 
     @property
     def visible_run_creator(self) -> str | None: ...
-
-
-class RunNotFound(ServiceError):
-    """No such run, or not one this viewer may see."""
 
 
 @dataclass(frozen=True, slots=True)

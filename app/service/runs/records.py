@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.foundation.waiting import wait_first
 from app.observability.trace_context import current_trace_id
 from app.service.commits import committed
-from app.service.errors import StorageUnavailable
-from app.service.idempotency import IdempotencyClaim, IdempotencyKeyTaken, claim_key, claim_row
+from app.service.errors import IdempotencyKeyTaken, StorageUnavailable
+from app.service.idempotency import IdempotencyClaim, claim_key, claim_row
 from app.store.journal.outage import retry_transient
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt

@@ -20,9 +20,9 @@ from typing import Any, Literal
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.service.errors import StorageUnavailable
+from app.service.errors import RunNotFound, StorageUnavailable
 from app.service.runs.events import RunEventHub
-from app.service.runs.reads import RunNotFound, RunViewer, receipt_view
+from app.service.runs.reads import RunViewer, receipt_view
 from app.service.runs.tasks import RunSupervisor
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.api.router import ROUTER_UNAVAILABLE
+from app.service.errors import ROUTER_UNAVAILABLE
 from app.settings import Settings
 from tests.router.harness import PROMPTS_DIR
 from tests.router.http_support import router_settings, run_body, running
