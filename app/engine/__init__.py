@@ -28,6 +28,7 @@ from app.engine.remote.tools import RemoteTools
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
+from app.engine.settled import Settled
 
 __all__ = [
     "AuditEvent",
@@ -60,6 +61,7 @@ __all__ = [
     "RunIdentity",
     "SequentialOutcome",
     "SequentialPlan",
+    "Settled",
     "Status",
     "WaitingCall",
     "current_call",

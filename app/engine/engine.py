@@ -32,15 +32,13 @@ from app.engine.receipt import ErrorKind, Receipt
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.sequential import SequentialOutcome, run_chain
+from app.engine.settled import Settled
 from app.engine.watchdog import Deadlines
 
 # A partial of the C classmethod, not a function: two are read per call.
 utc_now: Callable[[], datetime] = partial(datetime.now, UTC)
 
 Outcome = TypeVar("Outcome", SequentialOutcome, ParallelOutcome)
-# Called once every call of a plan settled, before its receipts are known durable:
-# the outcome, and the sink's futures its receipts wait on (see `run_sequential`).
-WhenSettled = Callable[[Outcome, Sequence[asyncio.Future[None]]], None]
 
 
 class Engine:
@@ -92,18 +90,33 @@ class Engine:
         admitted_args: Sequence[Mapping[str, Any]],
         *,
         resume: ResumePoint | None = None,
-        when_settled: WhenSettled[SequentialOutcome] | None = None,
         started: asyncio.Future[None] | None = None,
         decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> SequentialOutcome:
-        """Run a preflighted plan; returns once every receipt is durable.
+        """Run a preflighted plan (`settle_sequential`); returns once every receipt is
+        durable."""
+        settled = await self.settle_sequential(
+            run, plan, admitted_args, resume=resume, started=started, decisions=decisions
+        )
+        return await settled.durable()
+
+    async def settle_sequential(
+        self,
+        run: RunIdentity,
+        plan: SequentialPlan,
+        admitted_args: Sequence[Mapping[str, Any]],
+        *,
+        resume: ResumePoint | None = None,
+        started: asyncio.Future[None] | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
+    ) -> Settled[SequentialOutcome]:
+        """Run a preflighted plan; returns once every call settled, in the step of the
+        loop that submitted the last receipt: the outcome and what its durability
+        waits on (`Settled`).
 
         If the task is cancelled, the running call gets a `cancelled` receipt and
         the rest `skipped` ones; they are flushed, then the cancellation propagates.
         With `resume`, the calls it holds as done are reported, not run.
-        `when_settled` (outcome, pending futures) is called once every call settled,
-        before waiting for durability: what it queues on the same sink can share the
-        receipts' transaction. Not called when the run fails or is cancelled.
         `started`: the run's start, queued on the receipt sink before this call and
         not yet durable; calls of tools with effects wait for it (`RunState`), and
         the run fails with ReceiptWriteFailed if it fails.
@@ -137,8 +150,7 @@ class Engine:
             tuple(state.dispatched),
             tuple(state.waiting),
         )
-        await _durable(state, outcome, when_settled)
-        return outcome
+        return _as_settled(state, outcome)
 
     async def run_parallel(
         self,
@@ -148,13 +160,38 @@ class Engine:
         *,
         parallel_batch_id: str | None = None,
         resume: ResumePoint | None = None,
-        when_settled: WhenSettled[ParallelOutcome] | None = None,
         started: asyncio.Future[None] | None = None,
         decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> ParallelOutcome:
-        """Run a preflighted parallel plan; cancellation, `resume`, `when_settled`,
-        `started` and `decisions` behave as in `run_sequential` (`resume.done` holds one
-        entry per lane). A lane waiting for a confirmation does not hold up the others."""
+        """Run a preflighted parallel plan (`settle_parallel`); returns once every
+        receipt is durable."""
+        settled = await self.settle_parallel(
+            run,
+            plan,
+            admitted_args,
+            parallel_batch_id=parallel_batch_id,
+            resume=resume,
+            started=started,
+            decisions=decisions,
+        )
+        return await settled.durable()
+
+    async def settle_parallel(
+        self,
+        run: RunIdentity,
+        plan: ParallelPlan,
+        admitted_args: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        parallel_batch_id: str | None = None,
+        resume: ResumePoint | None = None,
+        started: asyncio.Future[None] | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
+    ) -> Settled[ParallelOutcome]:
+        """Run a preflighted parallel plan; returns once every call settled, one turn of
+        the loop after the last receipt was submitted (`run_lanes`). Cancellation,
+        `resume`, `started` and `decisions` behave as in `settle_sequential`
+        (`resume.done` holds one entry per lane). A lane waiting for a confirmation
+        does not hold up the others."""
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.lanes) or any(
             len(args) != len(lane.calls)
@@ -177,34 +214,24 @@ class Engine:
         done = None if resume is None else resume.done
         for lane_done in done or ():
             self._pipeline.recall(state, lane_done)
-        settled: list[ParallelOutcome] = []
-        failed: list[Exception] = []
-
-        def settle(results: list[list[Receipt]]) -> None:
-            waiting = {call.item_key: call for call in state.waiting}
-            outcome = ParallelOutcome(
-                run.run_id,
-                run.contract_hash,
-                batch_id,
-                tuple(
-                    LaneOutcome(lane.item_key, tuple(receipts), waiting.get(lane.item_key))
-                    for lane, receipts in zip(plan.lanes, results, strict=True)
-                ),
-                tuple(state.dispatched),
-            )
-            settled.append(outcome)
-            try:
-                _tell(state, outcome, when_settled)
-            except Exception as exc:  # raised here, not inside the workers' group
-                failed.append(exc)
-
-        await _ran(state, run_lanes(self._pipeline, state, plan, admitted_args, done, settle))
-        if failed:
+        try:
+            results = await run_lanes(self._pipeline, state, plan, admitted_args, done)
+        except BaseException:
             with suppress(Exception):
                 await state.flush()
-            raise failed[0]
-        await state.flush()
-        return settled[0]
+            raise
+        waiting = {call.item_key: call for call in state.waiting}
+        outcome = ParallelOutcome(
+            run.run_id,
+            run.contract_hash,
+            batch_id,
+            tuple(
+                LaneOutcome(lane.item_key, tuple(receipts), waiting.get(lane.item_key))
+                for lane, receipts in zip(plan.lanes, results, strict=True)
+            ),
+            tuple(state.dispatched),
+        )
+        return _as_settled(state, outcome)
 
     def open_run(
         self,
@@ -357,23 +384,9 @@ async def _ran(state: RunState, work: Awaitable[Any]) -> None:
         raise
 
 
-async def _durable(
-    state: RunState, outcome: Outcome, when_settled: WhenSettled[Outcome] | None
-) -> None:
-    """Tell `when_settled` the outcome and what its receipts wait on, then wait for them."""
-    try:
-        _tell(state, outcome, when_settled)
-    except BaseException:
-        with suppress(Exception):
-            await state.flush()
-        raise
-    await state.flush()
-
-
-def _tell(state: RunState, outcome: Outcome, when_settled: WhenSettled[Outcome] | None) -> None:
-    """Tell `when_settled` the outcome and the futures its receipts wait on."""
-    if when_settled is not None:
-        # The receipts' futures: a start still pending was queued before any of
-        # them, so it commits with them or earlier whatever joins them.
-        start = state.unconfirmed_start
-        when_settled(outcome, tuple(f for f in state.pending if f is not start))
+def _as_settled(state: RunState, outcome: Outcome) -> Settled[Outcome]:
+    """The outcome and the futures it waits on, taken from the run's state."""
+    pending, state.pending = state.pending, []
+    start = state.unconfirmed_start
+    receipts = tuple(future for future in pending if future is not start)
+    return Settled(outcome, receipts, start if start in pending else None)

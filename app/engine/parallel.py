@@ -8,7 +8,8 @@ by lane index: input order, whatever the completion order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -82,15 +83,15 @@ async def run_lanes(
     plan: ParallelPlan,
     args: Sequence[Sequence[Mapping[str, Any]]],
     done: Sequence[Sequence[Receipt]] | None = None,
-    settled: Callable[[list[list[Receipt]]], None] | None = None,
 ) -> list[list[Receipt]]:
     """Every lane's receipts, in lane order; sequence numbers follow input order.
 
     `done[i]`: receipts of lane i's leading calls a resumed run already completed.
-    `settled` is called with them by the worker that ends last, in the step that
-    ran the plan's last call: what it queues on the receipt sink comes before the
-    loop turns again, so it can join that call's transaction (the workers' group
-    would wake this task only some turns later). Not called when a worker fails.
+    The worker that ends last wakes this task directly, so it returns one turn of
+    the loop after the plan's last receipt was submitted: a task group would wake
+    it turns later, after the receipt sink took that receipt's transaction without
+    what the caller adds to it (a run's end). A worker's failure cancels the
+    others and is raised, as a task group raises it, once they all ended.
     """
     lanes = plan.lanes
     finished: Sequence[Sequence[Receipt]] = done if done is not None else [()] * len(lanes)
@@ -99,45 +100,80 @@ async def run_lanes(
     waiting = iter(range(len(lanes)))
     workers = max(1, min(plan.max_concurrency, len(lanes)))
     running = [workers]
+    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def worker() -> None:
-        for index in waiting:
-            lane = lanes[index]
-            await run_chain(
-                pipeline,
-                state,
-                lane.calls,
-                args[index],
-                first_seqs[index],
-                lane.item_key,
-                results[index],
-                finished[index],
-            )
-        running[0] -= 1
-        if running[0] == 0 and settled is not None:
-            settled(results)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(workers):
-                group.create_task(worker())
-    except BaseException:
-        # Lanes no worker took still get their receipts before the error propagates.
-        tools = pipeline.contract.tools
-        for index in waiting:
-            lane = lanes[index]
-            results[index].extend(finished[index])
-            for offset in range(len(finished[index]), len(lane.calls)):
-                call = lane.calls[offset]
-                pipeline.skip(
+        try:
+            for index in waiting:
+                lane = lanes[index]
+                await run_chain(
+                    pipeline,
                     state,
-                    tools[call.tool],
-                    args[index][offset],
-                    first_seqs[index] + offset,
-                    call.call_key,
+                    lane.calls,
+                    args[index],
+                    first_seqs[index],
                     lane.item_key,
-                    NOT_RUN_CANCELLED,
                     results[index],
+                    finished[index],
                 )
-        raise
-    return results
+        except BaseException:
+            if not ended.done():
+                ended.set_result(None)
+            raise
+        running[0] -= 1
+        if running[0] == 0 and not ended.done():
+            ended.set_result(None)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    try:
+        await ended
+        failed = _failures(tasks)
+    except asyncio.CancelledError:
+        failed = []
+        cancelled = True
+    else:
+        cancelled = False
+    if not failed and not cancelled:
+        return results
+    for task in tasks:
+        task.cancel()
+    await _all_ended(tasks)
+    failed = _failures(tasks)
+    # Lanes no worker took still get their receipts before the error propagates.
+    tools = pipeline.contract.tools
+    for index in waiting:
+        lane = lanes[index]
+        results[index].extend(finished[index])
+        for offset in range(len(finished[index]), len(lane.calls)):
+            call = lane.calls[offset]
+            pipeline.skip(
+                state,
+                tools[call.tool],
+                args[index][offset],
+                first_seqs[index] + offset,
+                call.call_key,
+                lane.item_key,
+                NOT_RUN_CANCELLED,
+                results[index],
+            )
+    if failed:
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", failed)
+    raise asyncio.CancelledError
+
+
+def _failures(tasks: Sequence[asyncio.Task[None]]) -> list[BaseException]:
+    """What the ended workers raised (their cancellation excepted)."""
+    return [
+        error
+        for task in tasks
+        if task.done() and not task.cancelled()
+        for error in (task.exception(),)
+        if error is not None
+    ]
+
+
+async def _all_ended(tasks: Sequence[asyncio.Task[None]]) -> None:
+    """Wait until every task ended, however often this task is cancelled meanwhile."""
+    while not all(task.done() for task in tasks):
+        with suppress(asyncio.CancelledError):
+            await asyncio.wait(tasks)

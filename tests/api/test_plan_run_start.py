@@ -236,8 +236,9 @@ async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
     assert after.status_code == 200  # the writer goes on
 
 
+@pytest.mark.parametrize("kind", ["sequential", "parallel"])
 async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_being_written(
-    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     # The start's transaction is taken and held in flight; the calls settle meanwhile.
     # The end must still share the receipts' transaction: one commit to wait for, not two.
@@ -264,9 +265,13 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
         return future
 
     monkeypatch.setattr(writer, "end_run_with", spied)
-    body = {"owner": "tester", "calls": [read_call("a"), read_call("b"), read_call("c")]}
+    calls = [read_call("a"), read_call("b"), read_call("c")]
+    body: dict[str, Any] = {"owner": "tester", "calls": calls}
+    if kind == "parallel":  # each lane's end in its own task; the plan's, one turn later
+        lanes = [{"item_key": call["call_key"], "calls": [call]} for call in calls]
+        body = {"owner": "tester", "max_concurrency": 3, "lanes": lanes}
     try:
-        answer = asyncio.create_task(client.post("/plans/sequential", json=body))
+        answer = asyncio.create_task(client.post(f"/plans/{kind}", json=body))
         await until(lambda: in_flight.is_set() and bool(joined))
     finally:
         released.set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -127,111 +126,123 @@ class HeldSink:
         return self.held
 
 
-async def test_when_settled_sees_the_outcome_before_its_receipts_are_durable(
+async def test_a_settled_run_gives_its_outcome_before_its_receipts_are_durable(
     make_harness: Any,
 ) -> None:
     sink = HeldSink()
     harness = make_harness({"e": tool("aecho")}, receipts=sink)
     run = harness.identity()
     plan = SequentialPlan(OWNER, (PlannedCall("a", "e", {"x": 1}),), run.context)
-    seen: list[tuple[str, int, tuple[asyncio.Future[None], ...], bool]] = []
 
-    def settled(outcome: Any, pending: Sequence[asyncio.Future[None]]) -> None:
-        seen.append((outcome.status, len(outcome.receipts), tuple(pending), pending[0].done()))
-        pending[0].set_result(None)  # what the sink's commit would do
+    settled = await harness.engine.settle_sequential(run, plan, [{"x": 1}])
 
-    outcome = await harness.engine.run_sequential(run, plan, [{"x": 1}], when_settled=settled)
+    assert (settled.outcome.status, len(settled.outcome.receipts)) == ("succeeded", 1)
+    assert settled.receipts == (sink.held,)
+    assert settled.start is None
+    assert sink.held is not None
+    assert not sink.held.done()
+    sink.held.set_result(None)  # what the sink's commit would do
+    assert await settled.durable() is settled.outcome
 
-    assert outcome.status == "succeeded"
-    assert seen == [("succeeded", 1, (sink.held,), False)]
 
-
-async def test_when_settled_is_told_a_parallel_outcome_too(make_harness: Any) -> None:
+async def test_a_settled_parallel_run_gives_its_outcome_too(make_harness: Any) -> None:
     harness = make_harness({"e": tool("aecho")})
     run = harness.identity()
     plan = ParallelPlan(OWNER, 2, (Lane("i1", (PlannedCall("a", "e", {"x": 1}),)),), run.context)
-    seen: list[int] = []
 
-    def settled(outcome: Any, pending: Sequence[asyncio.Future[None]]) -> None:
-        seen.append(sum(len(lane.receipts) for lane in outcome.lanes))
+    settled = await harness.engine.settle_parallel(run, plan, [[{"x": 1}]])
 
-    await harness.engine.run_parallel(run, plan, [[{"x": 1}]], when_settled=settled)
+    assert [len(lane.receipts) for lane in settled.outcome.lanes] == [1]
+    assert len(settled.receipts) == 1
+    assert await settled.durable() is settled.outcome
 
-    assert seen == [1]
+
+async def test_a_settled_run_holds_its_pending_start_apart_and_names_it_when_it_failed(
+    make_harness: Any,
+) -> None:
+    harness = make_harness({"look": tool("aecho", effect="read")})
+    run = harness.identity()
+    plan = SequentialPlan(OWNER, (PlannedCall("a", "look", {"x": 1}),), run.context)
+    start: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    settled = await harness.engine.settle_sequential(run, plan, [{"x": 1}], started=start)
+
+    assert settled.outcome.status == "succeeded"  # a read does not wait for the start
+    assert settled.start is start
+    assert start not in settled.receipts
+    start.set_exception(OSError("the disk is full"))
+    with pytest.raises(ReceiptWriteFailed, match="the run's start could not be stored"):
+        await settled.durable()
 
 
 class TurnMarkingSink:
-    """Receipts durable at once; each submit marks its seq once the loop turns again."""
+    """Receipts durable at once; each submit marks its seq once the loop turned once,
+    and again once it turned twice."""
 
     def __init__(self) -> None:
         self.submitted: list[int] = []
         self.turned: set[int] = set()
+        self.turned_twice: set[int] = set()
 
     def submit(
         self, receipt: Receipt, cache_entry: CachedOutput | None = None
     ) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         self.submitted.append(receipt.seq)
-        loop.call_soon(self.turned.add, receipt.seq)
+
+        def turned(seq: int) -> None:
+            self.turned.add(seq)
+            loop.call_soon(self.turned_twice.add, seq)
+
+        loop.call_soon(turned, receipt.seq)
         durable = loop.create_future()
         durable.set_result(None)
         return durable
 
 
 @pytest.mark.parametrize("kind", ["sequential", "parallel"])
-async def test_when_settled_is_told_before_the_loop_turns_after_the_last_receipt(
+async def test_a_run_settles_before_the_sink_takes_its_last_receipt(
     make_harness: Any, kind: str
 ) -> None:
-    # What it queues then (a run's end) can join the last receipt's transaction
-    # however few turns the sink takes to start writing it.
+    # What the caller queues then (a run's end) can join the last receipt's
+    # transaction: the writer lets the loop turn once before it takes one. A
+    # sequential run settles in the step of its last receipt; a parallel one, whose
+    # last receipt comes from a worker task, one turn later.
     sink = TurnMarkingSink()
     harness = make_harness({"s": tool("sleep_then_echo")}, receipts=sink)
     run = harness.identity()
     calls = [PlannedCall(f"c{n}", "s", {"delay_s": delay, "tag": f"t{n}"}) for n, delay in
              enumerate([0.03, 0, 0.01])]  # fmt: skip
-    seen: list[tuple[int, bool]] = []
-
-    def settled(_outcome: Any, _pending: Sequence[asyncio.Future[None]]) -> None:
-        last = sink.submitted[-1]
-        seen.append((len(sink.submitted), last in sink.turned))
 
     if kind == "sequential":
         plan: Any = SequentialPlan(OWNER, tuple(calls), run.context)
         args: Any = [call.args for call in calls]
-        await harness.engine.run_sequential(run, plan, args, when_settled=settled)
+        settled: Any = await harness.engine.settle_sequential(run, plan, args)
+        last = sink.submitted[-1]
+        assert last not in sink.turned
     else:
         lanes = tuple(Lane(f"i{n}", (call,)) for n, call in enumerate(calls))
         plan = ParallelPlan(OWNER, 3, lanes, run.context)
         args = [[call.args] for call in calls]
-        outcome = await harness.engine.run_parallel(run, plan, args, when_settled=settled)
-        assert [lane.item_key for lane in outcome.lanes] == ["i0", "i1", "i2"]
-        assert sink.submitted[-1] == 0  # the first lane, the slowest, ended last
+        settled = await harness.engine.settle_parallel(run, plan, args)
+        last = sink.submitted[-1]
+        assert last not in sink.turned_twice
+        assert [lane.item_key for lane in settled.outcome.lanes] == ["i0", "i1", "i2"]
+        assert last == 0  # the first lane, the slowest, ended last
 
-    assert seen == [(3, False)]
-
-
-async def test_a_parallel_when_settled_error_is_raised_as_itself(make_harness: Any) -> None:
-    harness = make_harness({"e": tool("aecho")})
-    run = harness.identity()
-    lanes = tuple(Lane(f"i{n}", (PlannedCall("a", "e", {"x": n}),)) for n in range(2))
-    plan = ParallelPlan(OWNER, 2, lanes, run.context)
-
-    def settled(_outcome: Any, _pending: Sequence[asyncio.Future[None]]) -> None:
-        raise LookupError("the end could not be queued")
-
-    with pytest.raises(LookupError, match="could not be queued"):
-        await harness.engine.run_parallel(run, plan, [[{"x": 0}], [{"x": 1}]], when_settled=settled)
-    assert len(harness.receipts.receipts) == 2
+    assert len(sink.submitted) == 3
 
 
-async def test_when_settled_is_not_called_for_a_cancelled_run(make_harness: Any) -> None:
+async def test_a_cancelled_run_settles_nothing(make_harness: Any) -> None:
     harness = make_harness({"hang": tool("hang")})
     run = harness.identity()
     plan = SequentialPlan(OWNER, (PlannedCall("a", "hang", {}),), run.context)
     seen: list[object] = []
-    task = asyncio.create_task(
-        harness.engine.run_sequential(run, plan, [{}], when_settled=lambda *args: seen.append(args))
-    )
+
+    async def settle() -> None:
+        seen.append(await harness.engine.settle_sequential(run, plan, [{}]))
+
+    task = asyncio.create_task(settle())
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime
 from itertools import accumulate
 from typing import Any, Generic, TypeVar
@@ -27,6 +28,7 @@ from app.engine import (
     RunIdentity,
     SequentialOutcome,
     SequentialPlan,
+    Settled,
     WaitingCall,
 )
 from app.observability.answer_trace_ids import with_current_trace_id
@@ -82,6 +84,20 @@ class _PlanRun(Generic[Outcome]):
     @property
     def run_id(self) -> str:
         return self._identity.run_id
+
+    async def _durable(self, settled: Settled[Outcome], call_count: int) -> Outcome:
+        """Queue the natural end with the last receipts, then wait until they are
+        durable: the engine returned before the writer took them."""
+        outcome = settled.outcome
+        try:
+            self._queue_end(
+                outcome.status, call_count, settled.receipts, lambda: self._redacted(outcome)
+            )
+        except BaseException:
+            with suppress(Exception):
+                await settled.durable()
+            raise
+        return await settled.durable()
 
     def _queue_end(
         self,
@@ -200,22 +216,18 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
         self._outcome: SequentialOutcome | None = None
 
     async def execute(self) -> None:
-        self._outcome = await _settle(
-            self._engine.run_sequential(
+        settled = await _settle(
+            self._engine.settle_sequential(
                 self._identity,
                 self._plan,
                 self._admitted,
                 resume=self._resume,
-                when_settled=lambda outcome, pending: self._queue_end(
-                    outcome.status,
-                    len(outcome.receipts),
-                    pending,
-                    lambda: self._redacted(outcome),
-                ),
                 started=self._started,
                 decisions=self._decisions,
             )
         )
+        call_count = len(settled.outcome.receipts)
+        self._outcome = await _settle(self._durable(settled, call_count))
 
     async def finish(self) -> RunResult:
         outcome = self._outcome
@@ -283,23 +295,19 @@ class ParallelRun(_PlanRun[ParallelOutcome]):
         self._outcome: ParallelOutcome | None = None
 
     async def execute(self) -> None:
-        self._outcome = await _settle(
-            self._engine.run_parallel(
+        settled = await _settle(
+            self._engine.settle_parallel(
                 self._identity,
                 self._plan,
                 self._admitted,
                 parallel_batch_id=self._batch_id,
                 resume=self._resume,
-                when_settled=lambda outcome, pending: self._queue_end(
-                    outcome.status,
-                    sum(len(lane.receipts) for lane in outcome.lanes),
-                    pending,
-                    lambda: self._redacted(outcome),
-                ),
                 started=self._started,
                 decisions=self._decisions,
             )
         )
+        call_count = sum(len(lane.receipts) for lane in settled.outcome.lanes)
+        self._outcome = await _settle(self._durable(settled, call_count))
 
     async def finish(self) -> RunResult:
         outcome = self._outcome
