@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from app.contract import Contract
-from app.service.errors import StorageUnavailable
+from app.service.errors import RouterRequestRejected, RouterUnavailable, StorageUnavailable
 from app.service.router.cassette import cassette_text
 from app.service.router.recorded import RecordingUnavailable, load_recording
 from app.service.router.replay import ReplaySourceError
-from app.service.router_errors import RouterRequestRejected, RouterUnavailable
 from app.service.runtime import open_runtime
 from app.settings import Settings
 from app.store.database import create_database_engine, create_session_factory
