@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-pytest_plugins = ["tests.router.model_fixtures"]
+pytest_plugins = ["tests.support.fixtures"]
 
 POSTGRES_ENV = "TOOLLOOP_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (

@@ -20,8 +20,7 @@ from fastapi import FastAPI
 from app.api.auth import FailedAuthThrottle, create_key
 from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running, settled
-from tests.router.replies import openai_calls
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls
 
 PROBES = {"/healthz", "/readyz"}
 SCOPES = {
@@ -49,11 +48,9 @@ def keys(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 async def served(
-    database_url: str, tmp_path: Path, model: ScriptedServer, keys: dict[str, str]
+    database_url: str, tmp_path: Path, model: FakeLLM, model_url: str, keys: dict[str, str]
 ) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    settings = router_settings(
-        database_url, tmp_path, model.base_url, api_keys=tmp_path / "keys.yml"
-    )
+    settings = router_settings(database_url, tmp_path, model_url, api_keys=tmp_path / "keys.yml")
     async with running(settings) as (app, client):
         yield app, client
 
@@ -85,7 +82,7 @@ async def call(
 
 
 async def _alice_runs(
-    app: FastAPI, client: httpx.AsyncClient, keys: dict[str, str], model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, keys: dict[str, str], model: FakeLLM
 ) -> tuple[str, str, str]:
     """A finished plan run and a router run waiting for a confirmation, both alice's."""
     plan = await client.post("/plans/sequential", json=PLAN, headers=as_(keys, "alice"))
@@ -104,7 +101,7 @@ async def _run_count(client: httpx.AsyncClient, keys: dict[str, str]) -> int:
 
 
 async def test_read_only_keys_are_refused_by_every_mutating_route(
-    served: tuple[FastAPI, httpx.AsyncClient], keys: dict[str, str], model: ScriptedServer
+    served: tuple[FastAPI, httpx.AsyncClient], keys: dict[str, str], model: FakeLLM
 ) -> None:
     app, client = served
     plan_run, router_run, confirmation = await _alice_runs(app, client, keys, model)
@@ -132,7 +129,7 @@ async def test_read_only_keys_are_refused_by_every_mutating_route(
 
 
 async def test_another_caller_s_runs_are_404_on_every_run_route(
-    served: tuple[FastAPI, httpx.AsyncClient], keys: dict[str, str], model: ScriptedServer
+    served: tuple[FastAPI, httpx.AsyncClient], keys: dict[str, str], model: FakeLLM
 ) -> None:
     app, client = served
     plan_run, router_run, confirmation = await _alice_runs(app, client, keys, model)

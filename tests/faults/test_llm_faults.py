@@ -1,4 +1,4 @@
-"""LLM endpoint faults, end to end through the scripted model server on 127.0.0.1.
+"""LLM endpoint faults, end to end through the fake model served on 127.0.0.1.
 
 Each fault ends the run in its documented status and stop reason, within its
 budget, and never as a 5xx of the service.
@@ -15,15 +15,14 @@ import pytest
 
 from app.settings import Settings
 from tests.router.http_support import router_settings, run_body, running
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 
 
 @pytest.fixture
-def settings(sqlite_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return router_settings(sqlite_url, tmp_path, model.base_url)
+def settings(sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str) -> Settings:
+    return router_settings(sqlite_url, tmp_path, model_url)
 
 
 @pytest.fixture
@@ -32,37 +31,37 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def _server_errors(model: ScriptedServer) -> None:
+def _server_errors(model: FakeLLM) -> None:
     for _ in range(2):
         model.reply({"error": "boom"}, status=500)
 
 
-def _rate_limited(model: ScriptedServer) -> None:
+def _rate_limited(model: FakeLLM) -> None:
     for _ in range(2):
         model.reply({"error": "slow down"}, status=429, headers={"Retry-After": "0"})
 
 
-def _not_json(model: ScriptedServer) -> None:
+def _not_json(model: FakeLLM) -> None:
     for _ in range(6):
         model.reply(b"{this is not json")
 
 
-def _empty_choices(model: ScriptedServer) -> None:
+def _empty_choices(model: FakeLLM) -> None:
     for _ in range(6):
         model.reply({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
 
 
-def _arguments_not_json(model: ScriptedServer) -> None:
+def _arguments_not_json(model: FakeLLM) -> None:
     for index in range(6):
         model.reply(openai_calls((f"c{index}", "lookup", "{not json")))
 
 
-def _unknown_tools(model: ScriptedServer) -> None:
+def _unknown_tools(model: FakeLLM) -> None:
     for index in range(6):
         model.reply(openai_calls((f"c{index}", f"ghost_{index}", {})))
 
 
-def _endless_calls(model: ScriptedServer) -> None:
+def _endless_calls(model: FakeLLM) -> None:
     for index in range(12):
         model.reply(openai_calls((f"c{index}", "lookup", {"term": f"term {index}"})))
 
@@ -88,7 +87,7 @@ FAULTS = [
 @pytest.mark.parametrize(("script", "overrides", "expected"), FAULTS)
 async def test_each_llm_fault_ends_in_its_documented_stop(
     client: httpx.AsyncClient,
-    model: ScriptedServer,
+    model: FakeLLM,
     script: Any,
     overrides: dict[str, Any],
     expected: tuple[str, str],
@@ -113,7 +112,7 @@ async def test_a_refused_connection_is_an_llm_error(tmp_path: Path, sqlite_url: 
 
 
 async def test_a_good_reply_after_a_429_finishes_the_run(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.reply({"error": "slow down"}, status=429, headers={"Retry-After": "0"})
     model.script(openai_text("nothing to call"), openai_text("The answer."))

@@ -1,4 +1,5 @@
-"""Fixtures: an LLMClient over a scripted server, with recorded sleeps and a fake environment."""
+"""Fixtures: an LLMClient over the fake `model` behind MockTransport, recorded sleeps, and a
+fake environment."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ import httpx
 import pytest
 
 from app.llm.client import LLMClient
-from tests.llm.fakes import SECRET, RecordingSleep, ScriptedServer
-
-
-@pytest.fixture
-def server() -> ScriptedServer:
-    return ScriptedServer()
+from tests.llm.fakes import SECRET, RecordingSleep
+from tests.support.fake_llm import FakeLLM
 
 
 @pytest.fixture
@@ -22,8 +19,8 @@ def sleep() -> RecordingSleep:
 
 
 @pytest.fixture
-async def http(server: ScriptedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as client:
+async def http(model: FakeLLM) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model)) as client:
         yield client
 
 

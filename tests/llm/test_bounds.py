@@ -13,7 +13,8 @@ from app.llm.bounds import AttemptBounds
 from app.llm.client import LLMClient
 from app.llm.errors import LLMMalformedResponse, LLMTransportError
 from app.llm.messages import Message, ModelReply, Usage
-from tests.llm.fakes import RecordingSleep, ScriptedServer, openai_body, openai_profile
+from tests.llm.fakes import RecordingSleep, openai_profile
+from tests.support.fake_llm import FakeLLM, openai_body
 
 HELLO = [Message.user("hello")]
 BODY = httpx.Response(200, json=openai_body({"role": "assistant", "content": "hi"})).content
@@ -40,34 +41,34 @@ async def _never_answers(request: httpx.Request) -> httpx.Response:
 
 
 async def test_an_attempt_that_times_out_is_retried_and_the_retry_answers(
-    http: httpx.AsyncClient, server: ScriptedServer, sleep: RecordingSleep
+    http: httpx.AsyncClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     client = LLMClient(http, max_attempts=2, sleep=sleep)
-    server.steps.append(_never_answers)
-    server.reply(json=openai_body({"role": "assistant", "content": "late"}))
+    model.script(_never_answers)
+    model.reply(json=openai_body({"role": "assistant", "content": "late"}))
 
     reply = await client.complete(openai_profile(api_key_env=None, timeout_s=0.01), HELLO)
 
     assert reply.text == "late"
-    assert len(server.requests) == 2
+    assert len(model.requests) == 2
     assert sleep.delays == [1.0]
 
 
 async def test_a_body_that_stops_arriving_times_out(
-    http: httpx.AsyncClient, server: ScriptedServer, sleep: RecordingSleep
+    http: httpx.AsyncClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     client = LLMClient(http, max_attempts=1, sleep=sleep)
-    server.reply(stream=_Stream(BODY[:10], hang=True))
+    model.reply(stream=_Stream(BODY[:10], hang=True))
 
     with pytest.raises(LLMTransportError, match=r"no complete answer within 0\.01s"):
         await client.complete(openai_profile(api_key_env=None, timeout_s=0.01), HELLO)
 
 
 async def test_a_streamed_body_is_read_whole_and_capped(
-    http: httpx.AsyncClient, server: ScriptedServer
+    http: httpx.AsyncClient, model: FakeLLM
 ) -> None:
-    server.reply(stream=_Stream(BODY[:7], BODY[7:20], BODY[20:]))
-    server.reply(stream=_Stream(BODY[:7], BODY[7:]))
+    model.reply(stream=_Stream(BODY[:7], BODY[7:20], BODY[20:]))
+    model.reply(stream=_Stream(BODY[:7], BODY[7:]))
 
     reply = await LLMClient(http).complete(openai_profile(api_key_env=None), HELLO)
     assert reply == ModelReply("hi", (), Usage(11, 7), "stop")
@@ -79,7 +80,7 @@ async def test_a_streamed_body_is_read_whole_and_capped(
 
 
 async def test_a_cancellation_from_outside_is_not_a_timeout(
-    http: httpx.AsyncClient, server: ScriptedServer
+    http: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     client = LLMClient(http, max_attempts=1)
     asked = asyncio.Event()
@@ -88,7 +89,7 @@ async def test_a_cancellation_from_outside_is_not_a_timeout(
         asked.set()
         return await _never_answers(request)
 
-    server.steps.append(never_answers)
+    model.script(never_answers)
     task = asyncio.create_task(client.complete(openai_profile(api_key_env=None), HELLO))
     await asked.wait()
 
@@ -152,10 +153,10 @@ def test_a_bound_needs_a_task() -> None:
 
 
 def test_one_client_serves_one_event_loop_after_another() -> None:
-    server = ScriptedServer()
+    model = FakeLLM()
     for _ in range(2):
-        server.reply(json=openai_body({"role": "assistant", "content": "hi"}))
-    http = httpx.AsyncClient(transport=httpx.MockTransport(server))
+        model.reply(json=openai_body({"role": "assistant", "content": "hi"}))
+    http = httpx.AsyncClient(transport=httpx.MockTransport(model))
     client = LLMClient(http)
 
     async def ask() -> str:

@@ -12,31 +12,25 @@ import pytest
 from app.llm.client import LLMClient
 from app.llm.errors import LLMConfigurationError, LLMMalformedResponse, LLMTransportError
 from app.llm.messages import Message, ModelReply, ToolCall, ToolDefinition, Usage
-from tests.llm.fakes import (
-    SECRET,
-    RecordingSleep,
-    ScriptedServer,
-    anthropic_profile,
-    openai_body,
-    openai_profile,
-)
+from tests.llm.fakes import SECRET, RecordingSleep, anthropic_profile, openai_profile
+from tests.support.fake_llm import FakeLLM, openai_body
 
 HELLO = [Message.user("hello")]
 TOOLS = [ToolDefinition("lookup", "Look up.", {"type": "object"})]
 
 
-def ok(server: ScriptedServer, text: str = "hi") -> None:
-    server.reply(json=openai_body({"role": "assistant", "content": text}))
+def ok(model: FakeLLM, text: str = "hi") -> None:
+    model.reply(json=openai_body({"role": "assistant", "content": text}))
 
 
-async def test_openai_round_trip(client: LLMClient, server: ScriptedServer) -> None:
+async def test_openai_round_trip(client: LLMClient, model: FakeLLM) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-    server.reply(json=openai_body({"role": "assistant", "content": None, "tool_calls": [call]}))
+    model.reply(json=openai_body({"role": "assistant", "content": None, "tool_calls": [call]}))
 
     reply = await client.complete(openai_profile(), HELLO, TOOLS)
 
     assert reply == ModelReply("", (ToolCall("c1", "lookup", "{}"),), Usage(11, 7), "stop")
-    (request,) = server.requests
+    (request,) = model.requests
     assert request.method == "POST"
     assert str(request.url) == "http://llm.test/v1/chat/completions"
     assert request.headers["authorization"] == f"Bearer {SECRET}"
@@ -45,8 +39,8 @@ async def test_openai_round_trip(client: LLMClient, server: ScriptedServer) -> N
     assert request.extensions["timeout"] == dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
 
 
-async def test_anthropic_round_trip(client: LLMClient, server: ScriptedServer) -> None:
-    server.reply(
+async def test_anthropic_round_trip(client: LLMClient, model: FakeLLM) -> None:
+    model.reply(
         json={
             "content": [{"type": "text", "text": "hi"}],
             "stop_reason": "end_turn",
@@ -57,7 +51,7 @@ async def test_anthropic_round_trip(client: LLMClient, server: ScriptedServer) -
     reply = await client.complete(anthropic_profile(timeout_s=9), [Message.system("s"), *HELLO])
 
     assert reply == ModelReply("hi", (), Usage(3, 1), "end_turn")
-    (request,) = server.requests
+    (request,) = model.requests
     assert str(request.url) == "https://anthropic.test/v1/messages"
     assert request.headers["x-api-key"] == SECRET
     assert request.headers["anthropic-version"] == "2023-06-01"
@@ -65,34 +59,32 @@ async def test_anthropic_round_trip(client: LLMClient, server: ScriptedServer) -
     assert request.extensions["timeout"]["read"] == 9
 
 
-async def test_a_profile_without_a_key_sends_none(
-    client: LLMClient, server: ScriptedServer
-) -> None:
-    ok(server)
+async def test_a_profile_without_a_key_sends_none(client: LLMClient, model: FakeLLM) -> None:
+    ok(model)
 
     await client.complete(openai_profile(api_key_env=None), HELLO)
 
-    assert "authorization" not in server.requests[0].headers
+    assert "authorization" not in model.requests[0].headers
 
 
 async def test_retries_a_server_error_after_backoff(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
-    server.reply(500, text="oops")
-    ok(server, "second time")
+    model.reply(status=500, text="oops")
+    ok(model, "second time")
 
     reply = await client.complete(openai_profile(), HELLO)
 
     assert reply.text == "second time"
-    assert len(server.requests) == 2
+    assert len(model.requests) == 2
     assert sleep.delays == [1.0]
 
 
 async def test_honours_retry_after_seconds_on_429(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
-    server.reply(429, headers={"retry-after": "7"})
-    ok(server)
+    model.reply(status=429, headers={"retry-after": "7"})
+    ok(model)
 
     await client.complete(openai_profile(), HELLO)
 
@@ -100,13 +92,13 @@ async def test_honours_retry_after_seconds_on_429(
 
 
 async def test_honours_retry_after_as_an_http_date(
-    http: httpx.AsyncClient, server: ScriptedServer, sleep: RecordingSleep
+    http: httpx.AsyncClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
     later = format_datetime(now.replace(second=12), usegmt=True)
     client = LLMClient(http, sleep=sleep, clock=now.timestamp, environ={"TEST_LLM_KEY": SECRET})
-    server.reply(503, headers={"retry-after": later})
-    ok(server)
+    model.reply(status=503, headers={"retry-after": later})
+    ok(model)
 
     await client.complete(openai_profile(), HELLO)
 
@@ -125,13 +117,13 @@ async def test_honours_retry_after_as_an_http_date(
 )
 async def test_retry_after_is_capped_and_bad_values_fall_back_to_backoff(
     client: LLMClient,
-    server: ScriptedServer,
+    model: FakeLLM,
     sleep: RecordingSleep,
     headers: dict[str, str],
     expected: float,
 ) -> None:
-    server.reply(429, headers=headers)
-    ok(server)
+    model.reply(status=429, headers=headers)
+    ok(model)
 
     await client.complete(openai_profile(), HELLO)
 
@@ -148,10 +140,10 @@ async def test_retry_after_is_capped_and_bad_values_fall_back_to_backoff(
     ],
 )
 async def test_retries_transport_faults(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep, fault: Exception
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep, fault: Exception
 ) -> None:
-    server.steps.append(fault)
-    ok(server)
+    model.script(fault)
+    ok(model)
 
     reply = await client.complete(openai_profile(), HELLO)
 
@@ -160,9 +152,9 @@ async def test_retries_transport_faults(
 
 
 async def test_does_not_retry_a_client_error(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
-    server.reply(400, json={"error": {"message": "max_tokens is too large"}})
+    model.reply(status=400, json={"error": {"message": "max_tokens is too large"}})
 
     with pytest.raises(LLMTransportError) as caught:
         await client.complete(openai_profile(), HELLO)
@@ -171,15 +163,15 @@ async def test_does_not_retry_a_client_error(
     assert (error.attempts, error.status, error.profile) == (1, 400, "router-small")
     assert "after 1 attempt: HTTP 400" in str(error)
     assert "max_tokens is too large" in str(error)
-    assert len(server.requests) == 1
+    assert len(model.requests) == 1
     assert sleep.delays == []
 
 
 async def test_retries_are_bounded(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     for _ in range(3):
-        server.reply(503, text="overloaded")
+        model.reply(status=503, text="overloaded")
 
     with pytest.raises(LLMTransportError) as caught:
         await client.complete(openai_profile(), HELLO)
@@ -189,16 +181,16 @@ async def test_retries_are_bounded(
         "model profile 'router-small': POST http://llm.test/v1/chat/completions "
         "failed after 3 attempts: HTTP 503: overloaded"
     )
-    assert len(server.requests) == 3
+    assert len(model.requests) == 3
     assert sleep.delays == [1.0, 2.0]
 
 
 async def test_backoff_grows_up_to_its_cap(
-    http: httpx.AsyncClient, server: ScriptedServer, sleep: RecordingSleep
+    http: httpx.AsyncClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     client = LLMClient(http, max_attempts=5, backoff_s=1.0, backoff_max_s=4.0, sleep=sleep)
     for _ in range(5):
-        server.steps.append(httpx.ConnectError("refused"))
+        model.script(httpx.ConnectError("refused"))
 
     with pytest.raises(LLMTransportError) as caught:
         await client.complete(openai_profile(api_key_env=None), HELLO)
@@ -209,23 +201,23 @@ async def test_backoff_grows_up_to_its_cap(
 
 
 async def test_a_whole_attempt_is_bounded_by_the_profile_timeout(
-    http: httpx.AsyncClient, server: ScriptedServer, sleep: RecordingSleep
+    http: httpx.AsyncClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
     async def never_answers(request: httpx.Request) -> httpx.Response:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
     client = LLMClient(http, max_attempts=1, sleep=sleep)
-    server.steps.append(never_answers)
+    model.script(never_answers)
 
     with pytest.raises(LLMTransportError, match=r"no complete answer within 0\.01s"):
         await client.complete(openai_profile(api_key_env=None, timeout_s=0.01), HELLO)
 
 
 async def test_a_malformed_answer_is_not_retried(
-    client: LLMClient, server: ScriptedServer, sleep: RecordingSleep
+    client: LLMClient, model: FakeLLM, sleep: RecordingSleep
 ) -> None:
-    server.reply(json={"choices": []})
+    model.reply(json={"choices": []})
 
     with pytest.raises(LLMMalformedResponse) as caught:
         await client.complete(openai_profile(), HELLO)
@@ -234,14 +226,12 @@ async def test_a_malformed_answer_is_not_retried(
         "model profile 'router-small': malformed model response: choices is empty"
     )
     assert caught.value.profile == "router-small"
-    assert len(server.requests) == 1
+    assert len(model.requests) == 1
 
 
-async def test_an_oversized_answer_is_refused(
-    http: httpx.AsyncClient, server: ScriptedServer
-) -> None:
+async def test_an_oversized_answer_is_refused(http: httpx.AsyncClient, model: FakeLLM) -> None:
     client = LLMClient(http, max_response_bytes=100)
-    server.reply(json=openai_body({"content": "x" * 200}))
+    model.reply(json=openai_body({"content": "x" * 200}))
 
     with pytest.raises(LLMMalformedResponse, match="larger than 100 bytes"):
         await client.complete(openai_profile(api_key_env=None), HELLO)
@@ -249,7 +239,7 @@ async def test_an_oversized_answer_is_refused(
 
 @pytest.mark.parametrize("value", [None, "", "   "])
 async def test_a_missing_key_fails_before_any_request(
-    client: LLMClient, server: ScriptedServer, environ: dict[str, str], value: str | None
+    client: LLMClient, model: FakeLLM, environ: dict[str, str], value: str | None
 ) -> None:
     environ.pop("TEST_LLM_KEY")
     if value is not None:
@@ -257,7 +247,7 @@ async def test_a_missing_key_fails_before_any_request(
 
     with pytest.raises(LLMConfigurationError, match=r"TEST_LLM_KEY \(api_key_env\) is not set"):
         await client.complete(openai_profile(), HELLO)
-    assert server.requests == []
+    assert model.requests == []
 
 
 async def test_a_key_that_cannot_be_a_header_is_refused_without_showing_it(
@@ -271,28 +261,28 @@ async def test_a_key_that_cannot_be_a_header_is_refused_without_showing_it(
 
 
 async def test_the_key_is_read_at_call_time(
-    client: LLMClient, server: ScriptedServer, environ: dict[str, str]
+    client: LLMClient, model: FakeLLM, environ: dict[str, str]
 ) -> None:
-    ok(server)
-    ok(server)
+    ok(model)
+    ok(model)
 
     await client.complete(openai_profile(), HELLO)
     environ["TEST_LLM_KEY"] = "sk-rotated"
     await client.complete(openai_profile(), HELLO)
 
-    assert [r.headers["authorization"] for r in server.requests] == [
+    assert [r.headers["authorization"] for r in model.requests] == [
         f"Bearer {SECRET}",
         "Bearer sk-rotated",
     ]
 
 
 async def test_the_key_never_appears_in_errors_or_logs(
-    client: LLMClient, server: ScriptedServer, caplog: pytest.LogCaptureFixture
+    client: LLMClient, model: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:
     echo = f"invalid key {SECRET}"
-    server.reply(500, text=echo)
-    server.reply(500, text=echo)
-    server.reply(401, json={"error": echo})
+    model.reply(status=500, text=echo)
+    model.reply(status=500, text=echo)
+    model.reply(status=401, json={"error": echo})
 
     with caplog.at_level(logging.DEBUG), pytest.raises(LLMTransportError) as caught:
         await client.complete(anthropic_profile(), HELLO)

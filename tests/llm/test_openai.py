@@ -9,7 +9,8 @@ import pytest
 from app.llm import openai
 from app.llm.errors import LLMMalformedResponse
 from app.llm.messages import Message, ModelReply, ToolCall, ToolDefinition, Usage
-from tests.llm.fakes import SECRET, openai_body, openai_profile
+from tests.llm.fakes import SECRET, openai_profile
+from tests.support.fake_llm import openai_body
 
 LOOKUP = ToolDefinition(
     name="lookup",

@@ -22,7 +22,7 @@ PROFILE = ModelProfile(
 )
 
 
-class FakeModel:
+class FakeLLM:
     def __init__(self, reply: ModelReply | None = None, error: Exception | None = None) -> None:
         self.reply = reply
         self.error = error
@@ -44,7 +44,7 @@ async def test_a_successful_request_counts_latency_and_tokens() -> None:
     seen = value("toolloop_llm_request_duration_seconds_count", profile="router-test")
     tokens_in = value("toolloop_llm_tokens_total", profile="router-test", direction="input")
     tokens_out = value("toolloop_llm_tokens_total", profile="router-test", direction="output")
-    client = MeteredLLMClient(FakeModel(ModelReply("hi", usage=Usage(12, 5))))
+    client = MeteredLLMClient(FakeLLM(ModelReply("hi", usage=Usage(12, 5))))
 
     reply = await client.complete(PROFILE, [Message.user("hello")])
 
@@ -64,7 +64,7 @@ async def test_a_failed_request_counts_under_its_error_category() -> None:
     error = LLMTransportError(
         profile="router-test", url="http://x", attempts=4, status=503, cause="HTTP 503"
     )
-    client = MeteredLLMClient(FakeModel(error=error))
+    client = MeteredLLMClient(FakeLLM(error=error))
 
     with pytest.raises(LLMTransportError):
         await client.complete(PROFILE, [Message.user("hello")])

@@ -11,8 +11,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.observability.tracing_support import named, one, parent_id, span_id, traced_client
 from tests.router.http_support import router_settings, run_body
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +20,7 @@ def _fresh_tools(fresh_router_tools: None) -> None:
 
 
 async def test_a_router_run_has_chat_spans_with_usage_and_tool_spans(
-    sqlite_url: str, tmp_path: Path, model: ScriptedServer
+    sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     model.script(
         openai_calls(("c1", "lookup", {"term": "toolloop"}), prompt_tokens=21, completion_tokens=7),
@@ -29,7 +28,7 @@ async def test_a_router_run_has_chat_spans_with_usage_and_tool_spans(
         openai_text("ToolLoop runs tools.", prompt_tokens=40, completion_tokens=9),
     )
     exporter = InMemorySpanExporter()
-    settings = router_settings(sqlite_url, tmp_path, model.base_url)
+    settings = router_settings(sqlite_url, tmp_path, model_url)
     async with traced_client(settings, exporter) as client:
         response = await client.post("/router/runs", json=run_body())
     assert response.status_code == 200, response.text
@@ -67,12 +66,12 @@ async def test_a_router_run_has_chat_spans_with_usage_and_tool_spans(
 
 
 async def test_a_failed_model_request_has_its_error_type(
-    sqlite_url: str, tmp_path: Path, model: ScriptedServer
+    sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     model.reply({"error": "down"}, status=500)
     model.reply({"error": "down"}, status=500)
     exporter = InMemorySpanExporter()
-    settings = router_settings(sqlite_url, tmp_path, model.base_url)
+    settings = router_settings(sqlite_url, tmp_path, model_url)
     async with traced_client(settings, exporter) as client:
         await client.post("/router/runs", json=run_body())
     chat = named(exporter.get_finished_spans(), "chat scripted-router")[0]

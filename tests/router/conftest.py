@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -9,25 +9,21 @@ import pytest
 from app.engine.engine import Engine
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.llm.client import LLMClient
-from tests.router import router_tools
-from tests.router.fake_llm import FakeModel
 from tests.router.harness import ANTHROPIC_KEY, RouterHarness, load_test_prompts
 from tests.router.registry import load_registry
+from tests.support.fake_llm import FakeLLM
 
 
 @pytest.fixture(autouse=True)
-def _fresh_tools() -> Iterator[None]:
-    router_tools.reset()
-    yield
-    router_tools.reset()
+def _fresh_tools(fresh_router_tools: None) -> None:
+    """Every test here starts with fresh router test tools."""
 
 
 @pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[RouterHarness]:
+async def harness(tmp_path: Path, model: FakeLLM) -> AsyncIterator[RouterHarness]:
     contract = load_registry(tmp_path)
     receipts, audit = MemoryReceiptSink(), MemoryAuditSink()
     engine = Engine(contract, receipts=receipts, audit=audit, worker_threads=4)
-    model = FakeModel()
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:

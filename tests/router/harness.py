@@ -23,7 +23,7 @@ from app.router.prompts import PromptSet, load_prompts
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
 from app.router.request_checks import RunPlan, admit
 from app.settings import PACKAGED_PROMPTS_DIR
-from tests.router.fake_llm import FakeModel
+from tests.support.fake_llm import FakeLLM
 
 PROMPTS_DIR = PACKAGED_PROMPTS_DIR
 ANTHROPIC_KEY = "sk-ant-test-key-0123456789"
@@ -71,7 +71,7 @@ class RouterHarness:
     engine: Engine
     receipts: MemoryReceiptSink
     audit: MemoryAuditSink
-    model: FakeModel
+    model: FakeLLM
     http: httpx.AsyncClient
     llm: LLMClient
     prompts: PromptSet

@@ -17,7 +17,7 @@ from app.store.repositories.audit import AuditRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.router.registry import write_registry
-from tests.router.scripted_server import profiles_yaml
+from tests.support.fake_llm import profiles_yaml
 
 
 def router_settings(database_url: str, tmp_path: Path, base_url: str, **overrides: Any) -> Settings:

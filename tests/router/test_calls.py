@@ -18,7 +18,7 @@ from app.router.loop import Finished, RouterRun
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
 from tests.router.registry import load_registry
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 Handed = tuple[str, dict[str, Any], str | None]
 

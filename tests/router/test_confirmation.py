@@ -9,7 +9,7 @@ from app.router.outcome import RunStatus
 from app.router.pause import args_digest
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def pause(harness: RouterHarness) -> Paused:

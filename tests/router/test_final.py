@@ -4,7 +4,7 @@ import json
 
 from app.router.outcome import RunStatus
 from tests.router.harness import ANTHROPIC_KEY, RouterHarness, request
-from tests.router.replies import anthropic_text, openai_calls, openai_text
+from tests.support.fake_llm import anthropic_text, openai_calls, openai_text
 
 SCHEMA = {
     "type": "object",
@@ -21,7 +21,7 @@ async def test_a_valid_final_is_parsed(harness: RouterHarness) -> None:
 
     assert result.outcome.status is RunStatus.DONE
     assert result.outcome.final == {"answer": "x"}
-    messages = harness.model.requests[1]["messages"]
+    messages = harness.model.body(1)["messages"]
     assert messages[-1]["role"] == "user"
     assert '"additionalProperties": false' in messages[-1]["content"]
 
@@ -36,7 +36,7 @@ async def test_an_invalid_final_is_retried_with_the_problems(harness: RouterHarn
     result = await harness.start(request(final_schema=SCHEMA))
 
     assert result.outcome.final == {"answer": "fixed"}
-    retry = harness.model.requests[2]["messages"]
+    retry = harness.model.body(2)["messages"]
     assert retry[-2] == {"role": "assistant", "content": '{"answer": 1}'}
     assert "/answer" in retry[-1]["content"]
     assert [c["ok"] for c in harness.decisions.of("router.final_checked")] == [False, True]
@@ -73,11 +73,11 @@ async def test_the_anthropic_adapter_as_final_profile(harness: RouterHarness) ->
 
     assert result.outcome.status is RunStatus.DONE
     assert result.outcome.final == {"answer": "a service"}
-    assert harness.model.urls[2] == "https://anthropic.test/v1/messages"
-    headers = harness.model.headers[2]
+    assert str(harness.model.requests[2].url) == "https://anthropic.test/v1/messages"
+    headers = harness.model.requests[2].headers
     assert headers["x-api-key"] == ANTHROPIC_KEY
     assert headers["anthropic-version"] == "2023-06-01"
-    body = harness.model.requests[2]
+    body = harness.model.body(2)
     assert body["model"] == "claude-test"
     assert body["max_tokens"] == 300
     assert "tools" not in body

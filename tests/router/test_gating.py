@@ -9,7 +9,7 @@ from app.router.gating import gate_problem
 from app.router.state import RouterState
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def test_a_gated_tool_is_hidden_until_its_requirement_holds(harness: RouterHarness) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.router.loop import Finished, Paused
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def test_a_requirement_met_before_the_pause_still_holds_after_it(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from app.router.outcome import RunStatus
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def test_guardrails_run_in_order_and_the_first_deny_wins(harness: RouterHarness) -> None:
@@ -81,5 +81,5 @@ async def test_guardrails_apply_to_deterministic_steps(harness: RouterHarness) -
     assert result.outcome.receipts[0]["status"] == "denied"
     assert (
         "[s1] echo (denied): denied: echo is not allowed here"
-        in (harness.model.requests[0]["messages"][1]["content"])
+        in (harness.model.body(0)["messages"][1]["content"])
     )

@@ -9,7 +9,7 @@ from app.router.loop import Finished
 from app.router.outcome import RunStatus
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def test_a_tool_call_then_an_answer_is_done(harness: RouterHarness) -> None:
@@ -51,7 +51,7 @@ async def test_a_tool_call_then_an_answer_is_done(harness: RouterHarness) -> Non
         "output": {"term": "toolloop", "found": True},
     }
     # The final writer got the goal and the observations, and no tools.
-    final = harness.model.requests[2]
+    final = harness.model.body(2)
     assert final["model"] == "final-model"
     assert "tools" not in final
     task = final["messages"][1]["content"]
@@ -68,7 +68,7 @@ async def test_the_router_prompt_carries_the_goal_context_tools_and_budgets(
 
     await harness.start(request(allowed_tools=["lookup", "echo"], budgets={"max_calls": 3}))
 
-    first = harness.model.requests[0]
+    first = harness.model.body(0)
     assert first["model"] == "router-model"
     system, task = first["messages"][0], first["messages"][1]
     assert system["role"] == "system"
@@ -95,7 +95,7 @@ async def test_deterministic_steps_run_first_and_are_the_first_observations(
 
     assert router_tools.CALLS == [("lookup", {"term": "receipt"})]
     assert result.outcome.receipts[0]["call_key"] == "s1"
-    task = harness.model.requests[0]["messages"][1]["content"]
+    task = harness.model.body(0)["messages"][1]["content"]
     assert '[s1] lookup (succeeded): {"status":"succeeded","output":{"term":"receipt"' in task
     assert result.outcome.state["calls"] == 1
 

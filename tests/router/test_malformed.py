@@ -8,7 +8,7 @@ import pytest
 from app.router.outcome import RunStatus
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 @pytest.mark.parametrize(

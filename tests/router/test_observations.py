@@ -4,7 +4,7 @@ import json
 
 from app.router.observations import TRUNCATION_MARKER, render, summarize, truncate
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 def test_short_text_is_untouched() -> None:

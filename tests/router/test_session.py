@@ -13,7 +13,7 @@ from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.router.loop import Finished
 from app.router.session import caller_copy
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 SECRET = "sk-" + "a" * 32
 

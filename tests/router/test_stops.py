@@ -10,7 +10,7 @@ import httpx
 from app.router.outcome import RunStatus
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 def assert_stopped(result: Any, stopped_by: str, status: RunStatus = RunStatus.INCOMPLETE) -> None:
@@ -47,7 +47,7 @@ async def test_an_exhausted_call_budget_still_lets_the_model_answer(
     result = await harness.start(request(budgets={"max_calls": 1}))
 
     assert result.outcome.status is RunStatus.DONE
-    assert '"calls_left": 0' in harness.model.requests[1]["messages"][0]["content"]
+    assert '"calls_left": 0' in harness.model.body(1)["messages"][0]["content"]
 
 
 async def test_budget_max_turns(harness: RouterHarness) -> None:
@@ -76,7 +76,7 @@ async def test_budget_max_tokens(harness: RouterHarness) -> None:
 
 
 async def test_budget_deadline_during_a_model_call(harness: RouterHarness) -> None:
-    async def hang(_: dict[str, Any]) -> dict[str, Any]:
+    async def hang(_: httpx.Request) -> dict[str, Any]:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

@@ -9,7 +9,7 @@ from app.router.loop import RouterRun
 from app.router.outcome import RunStatus
 from app.router.verifiers import Completion, Verdict
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 
 async def test_a_failed_check_reprompts_with_the_reason_until_it_passes(
@@ -28,7 +28,7 @@ async def test_a_failed_check_reprompts_with_the_reason_until_it_passes(
     outcome = result.outcome
     assert (outcome.status, outcome.attempts) == (RunStatus.DONE, 2)
     assert outcome.text == "second answer"
-    retry = harness.model.requests[2]["messages"][-1]
+    retry = harness.model.body(2)["messages"][-1]
     assert retry["role"] == "user"
     assert "no lookup yet" in retry["content"]
     assert "1 of 3" in retry["content"]

@@ -1,4 +1,4 @@
-"""Fixtures of the router's HTTP tests: a scripted model server on 127.0.0.1 and the
+"""Fixtures of the router's HTTP tests: the fake model served on 127.0.0.1 and the
 service pointed at it (overriding the plain app of `tests/api/conftest.py`)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 from tests.router.http_support import router_settings, running
-from tests.router.scripted_server import ScriptedServer
 
 
 @pytest.fixture(autouse=True)
@@ -20,8 +19,8 @@ def _fresh_tools(fresh_router_tools: None) -> None:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return router_settings(database_url, tmp_path, model.base_url)
+def settings(database_url: str, tmp_path: Path, model_url: str) -> Settings:
+    return router_settings(database_url, tmp_path, model_url)
 
 
 @pytest.fixture

@@ -8,19 +8,18 @@ from pathlib import Path
 from app.api.auth import create_key
 from tests.router import router_tools
 from tests.router.http_support import router_settings, run_body, running, settled, stored_run
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 
 async def test_router_runs_need_the_router_scope_and_decisions_need_the_decide_scope(
-    sqlite_url: str, tmp_path: Path, model: ScriptedServer
+    sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     keys = tmp_path / "keys.yml"
     planner = create_key(keys, "planner", ["plans:execute"])
     alice = create_key(keys, "alice", ["router:run"])
     bob = create_key(keys, "bob", ["router:run"])
     operator = create_key(keys, "operator", ["confirmations:decide"])
-    settings = router_settings(sqlite_url, tmp_path, model.base_url, api_keys=keys)
+    settings = router_settings(sqlite_url, tmp_path, model_url, api_keys=keys)
     model.script(openai_calls(("c1", "publish", {"title": "t"})))
 
     async with running(settings) as (app, client):

@@ -23,13 +23,12 @@ from tests.router.http_support import (
     stored_run,
 )
 from tests.router.registry import REGISTRY, write_registry
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 SECRET_TITLE = "launch sk-abcdefghijklmnopqrstuvwxyz"
 
 
-async def start_pending(client: httpx.AsyncClient, model: ScriptedServer) -> dict[str, Any]:
+async def start_pending(client: httpx.AsyncClient, model: FakeLLM) -> dict[str, Any]:
     model.script(openai_calls(("c1", "publish", {"title": SECRET_TITLE})))
     response = await client.post("/router/runs", json=run_body())
     assert response.status_code == 200
@@ -54,7 +53,7 @@ async def confirmations(app: FastAPI, run_id: str) -> list[RouterConfirmation]:
 
 
 async def test_a_pending_run_is_kept_with_only_its_arguments_in_the_clear(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
 
@@ -87,7 +86,7 @@ async def test_a_pending_run_is_kept_with_only_its_arguments_in_the_clear(
 
 
 async def test_an_approval_resumes_the_run_in_the_background(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     model.script(openai_text("published"), openai_text("It is published."))
@@ -117,7 +116,7 @@ async def test_an_approval_resumes_the_run_in_the_background(
 
 
 async def test_a_rejection_is_fed_back_and_the_run_goes_on(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     model.script(openai_text("not published"), openai_text("Nothing was published."))
@@ -129,7 +128,7 @@ async def test_a_rejection_is_fed_back_and_the_run_goes_on(
     run = await stored_run(app, body["run_id"])
     assert run.status == "done"
     assert router_tools.CALLS == []
-    tool_messages = [m for m in model.requests[1].body["messages"] if m["role"] == "tool"]
+    tool_messages = [m for m in model.body(1)["messages"] if m["role"] == "tool"]
     assert tool_messages == [
         {
             "role": "tool",
@@ -142,7 +141,7 @@ async def test_a_rejection_is_fed_back_and_the_run_goes_on(
 
 
 async def test_a_decision_is_taken_once(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     model.script(openai_text("no"), openai_text("answer"))
@@ -156,7 +155,7 @@ async def test_a_decision_is_taken_once(
 
 
 async def test_unknown_runs_and_confirmations_are_404(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
 
@@ -171,7 +170,7 @@ async def test_unknown_runs_and_confirmations_are_404(
     assert bad_body.status_code == 422
 
 
-async def test_a_pending_run_survives_a_restart(settings: Settings, model: ScriptedServer) -> None:
+async def test_a_pending_run_survives_a_restart(settings: Settings, model: FakeLLM) -> None:
     async with running(settings) as (_, client):
         body = await start_pending(client, model)
 
@@ -190,13 +189,13 @@ async def test_a_pending_run_survives_a_restart(settings: Settings, model: Scrip
     assert router_tools.CALLS == [("publish", {"title": SECRET_TITLE})]
     assert [r.status for r in receipts] == ["succeeded"]
     # The resumed conversation was the redacted checkpoint: the model never saw the secret again.
-    resumed = model.requests[1].body["messages"]
+    resumed = model.body(1)["messages"]
     assert any(m.get("tool_call_id") == "c1" for m in resumed)
     assert "sk-abcdefghijklmnopqrstuvwxyz" not in str(resumed)
 
 
 async def test_an_approval_under_a_changed_contract_is_refused(
-    settings: Settings, model: ScriptedServer, tmp_path: Path
+    settings: Settings, model: FakeLLM, tmp_path: Path
 ) -> None:
     async with running(settings) as (_, client):
         body = await start_pending(client, model)
@@ -222,7 +221,7 @@ async def test_an_approval_under_a_changed_contract_is_refused(
 
 
 async def test_shutdown_interrupts_a_running_run_and_keeps_its_receipts(
-    settings: Settings, model: ScriptedServer
+    settings: Settings, model: FakeLLM
 ) -> None:
     model.script(openai_calls(("c1", "nap", {"seconds": 5})))
 

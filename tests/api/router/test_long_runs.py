@@ -1,5 +1,5 @@
 """Router runs under the run supervisor: respond-async, idempotent retries, cancel,
-the events stream and shutdown, over HTTP with a scripted model server."""
+the events stream and shutdown, over HTTP with the fake model served on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ from tests.router.http_support import (
     stored_receipts,
     stored_run,
 )
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 ASYNC = {"Prefer": "respond-async"}
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
@@ -67,7 +66,7 @@ async def running_run_id(app: FastAPI) -> str:
 
 class TestRespondAsync:
     async def test_202_then_the_run_finishes_in_the_background(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(
             openai_calls(("c1", "lookup", {"term": "toolloop"})),
@@ -89,7 +88,7 @@ class TestRespondAsync:
         assert router_tools.CALLS == [("lookup", {"term": "toolloop"})]
 
     async def test_a_rejected_request_is_422_at_once_and_nothing_runs(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         response = await client.post(
             "/router/runs", json=run_body(final_profile="gpt-x"), headers=ASYNC
@@ -101,7 +100,7 @@ class TestRespondAsync:
         assert model.requests == []
 
     async def test_a_run_that_pauses_ends_its_task_pending(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_calls(("c1", "publish", {"title": "t"})))
 
@@ -114,7 +113,7 @@ class TestRespondAsync:
 
 class TestIdempotency:
     async def test_a_retry_replays_the_stored_redacted_copy_without_running_anything(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(
             openai_calls(("c1", "echo", {"text": f"key {SECRET}"})),
@@ -144,7 +143,7 @@ class TestIdempotency:
         assert await run_count(app) == 1
 
     async def test_the_same_key_for_another_body_is_422(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_text("enough"), openai_text("answer"))
         first = await client.post("/router/runs", json=run_body(), headers=key("k"))
@@ -160,7 +159,7 @@ class TestIdempotency:
         assert await run_count(app) == 1
 
     async def test_a_retry_while_the_first_runs_is_409_and_a_rejection_is_replayed(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(
             openai_calls(("c1", "hold", {"gate": "g"})), openai_text("ok"), openai_text("a")
@@ -187,7 +186,7 @@ class TestIdempotency:
         assert await run_count(app) == 1
 
     async def test_concurrent_duplicates_create_exactly_one_run(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(
             openai_calls(("c1", "hold", {"gate": "g"})), openai_text("ok"), openai_text("a")
@@ -205,7 +204,7 @@ class TestIdempotency:
         assert await run_count(app) == 1
 
     async def test_concurrent_async_duplicates_all_get_the_one_run(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_text("enough"), openai_text("answer"))
         headers = {**key("k"), **ASYNC}
@@ -223,7 +222,7 @@ class TestIdempotency:
 
 class TestCancel:
     async def test_cancelling_a_running_run_answers_the_waiting_request(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_calls(("c1", "hold", {"gate": "g"})))
         waiting = asyncio.create_task(client.post("/router/runs", json=waiter(), headers=key("k")))
@@ -270,7 +269,7 @@ class TestCancel:
         assert again.json()["type"] == "urn:toolloop:problem:run-not-cancellable"
 
     async def test_cancelling_a_pending_run_refuses_its_confirmations(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_calls(("c1", "publish", {"title": SECRET})))
         started = await client.post("/router/runs", json=run_body())
@@ -308,7 +307,7 @@ class TestCancel:
         assert len(model.requests) == 1
 
     async def test_a_resumed_run_is_supervised_and_can_be_cancelled(
-        self, app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+        self, app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
     ) -> None:
         model.script(openai_calls(("c1", "announce", {"title": "t"})))
         body = (await client.post("/router/runs", json=waiter())).json()
@@ -341,7 +340,7 @@ class TestCancel:
 
 class TestCancelAcrossCallers:
     async def test_only_the_creator_with_the_router_scope_or_an_admin_cancels(
-        self, sqlite_url: str, tmp_path: Path, model: ScriptedServer
+        self, sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str
     ) -> None:
         keys = tmp_path / "keys.yml"
         tokens = {
@@ -357,7 +356,7 @@ class TestCancelAcrossCallers:
         def auth(name: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {tokens[name]}"}
 
-        settings = router_settings(sqlite_url, tmp_path, model.base_url, api_keys=keys)
+        settings = router_settings(sqlite_url, tmp_path, model_url, api_keys=keys)
         model.script(
             openai_calls(("c1", "hold", {"gate": "g"})),
             openai_calls(("c1", "publish", {"title": "t"})),
@@ -386,7 +385,7 @@ class TestCancelAcrossCallers:
 
 
 async def test_the_events_stream_sends_each_receipt_then_the_end(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.script(
         openai_calls(("c1", "hold", {"gate": "g"})), openai_text("ok"), openai_text("answer")
@@ -412,7 +411,7 @@ async def test_the_events_stream_sends_each_receipt_then_the_end(
 
 
 async def test_shutdown_ends_background_router_runs_interrupted(
-    settings: Settings, model: ScriptedServer
+    settings: Settings, model: FakeLLM
 ) -> None:
     model.script(openai_calls(("c1", "hold", {"gate": "g"})))
     async with running(settings) as (_, client):

@@ -20,14 +20,13 @@ from tests.router.http_support import (
     stored_receipts,
     stored_run,
 )
-from tests.router.replies import anthropic_text, openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, scripted_server
+from tests.support.fake_llm import FakeLLM, anthropic_text, openai_calls, openai_text, serve
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "registries"
 
 
 async def test_a_run_end_to_end_is_persisted_with_every_decision(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.script(
         openai_calls(("c1", "lookup", {"term": "toolloop"}), ("c2", "ghost", {})),
@@ -48,13 +47,13 @@ async def test_a_run_end_to_end_is_persisted_with_every_decision(
     assert (body["attempts"], body["turns"], body["pending"]) == (1, 2, [])
     assert [r["tool"] for r in body["receipts"]] == ["lookup"]
     assert body["state"]["malformed"] == {"unknown_tool": 1}
-    assert [r.path for r in model.requests] == [
+    assert [r.url.path for r in model.requests] == [
         "/v1/chat/completions",
         "/v1/chat/completions",
         "/v1/chat/completions",
     ]
-    assert model.requests[0].body["model"] == "scripted-router"
-    assert model.requests[2].body["model"] == "scripted-final"
+    assert model.body(0)["model"] == "scripted-router"
+    assert model.body(2)["model"] == "scripted-final"
 
     run = await stored_run(app, body["run_id"])
     assert (run.kind, run.status, run.owner, run.call_count) == ("router", "done", "agent", 1)
@@ -75,7 +74,7 @@ async def test_a_run_end_to_end_is_persisted_with_every_decision(
 
 
 async def test_a_finished_run_answers_200_whatever_its_status(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.reply({"error": "down"}, status=503)
     model.reply({"error": "down"}, status=503)
@@ -88,9 +87,7 @@ async def test_a_finished_run_answers_200_whatever_its_status(
     assert (body["text"], body["final"]) == ("", None)
 
 
-async def test_transport_faults_are_retried(
-    client: httpx.AsyncClient, model: ScriptedServer
-) -> None:
+async def test_transport_faults_are_retried(client: httpx.AsyncClient, model: FakeLLM) -> None:
     model.reply({"error": "busy"}, status=429, headers={"Retry-After": "0"})
     model.script(openai_text("fine"), openai_text("answer"))
 
@@ -101,7 +98,7 @@ async def test_transport_faults_are_retried(
 
 
 async def test_the_anthropic_final_profile_over_http(
-    client: httpx.AsyncClient, model: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient, model: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLLOOP_TEST_ANTHROPIC_KEY", "sk-ant-e2e-0123456789")
     model.script(openai_text("enough"), anthropic_text('{"answer": "yes"}'))
@@ -117,9 +114,9 @@ async def test_the_anthropic_final_profile_over_http(
     body = response.json()
     assert (body["status"], body["final"]) == ("done", {"answer": "yes"})
     final = model.requests[1]
-    assert final.path == "/v1/messages"
+    assert final.url.path == "/v1/messages"
     assert final.headers["x-api-key"] == "sk-ant-e2e-0123456789"
-    assert final.body["model"] == "scripted-claude"
+    assert model.body(1)["model"] == "scripted-claude"
 
 
 async def test_missing_and_unknown_profiles_are_422(client: httpx.AsyncClient) -> None:
@@ -142,7 +139,7 @@ async def test_missing_and_unknown_profiles_are_422(client: httpx.AsyncClient) -
 
 
 async def test_budgets_and_allowlist_only_narrow(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     response = await client.post(
         "/router/runs",
@@ -192,13 +189,13 @@ async def test_malformed_requests_are_422_with_pointers(
 
 
 async def test_the_example_registry_and_sample_profiles_run_a_complete_router_run(
-    database_url: str, tmp_path: Path, model: ScriptedServer
+    database_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     sample = (EXAMPLE / "profiles.example.yml").read_text()
     profiles = tmp_path / "profiles.yml"
     profiles.write_text(
-        sample.replace("http://127.0.0.1:11434/v1", f"{model.base_url}/v1").replace(
-            "https://api.anthropic.com", model.base_url
+        sample.replace("http://127.0.0.1:11434/v1", f"{model_url}/v1").replace(
+            "https://api.anthropic.com", model_url
         )
     )
     settings = Settings(
@@ -309,13 +306,14 @@ STOPS: list[tuple[str, dict[str, Any], dict[str, Any], list[Any]]] = [
 async def test_every_stop_reason_end_to_end(
     database_url: str,
     tmp_path: Path,
-    model: ScriptedServer,
+    model: FakeLLM,
+    model_url: str,
     stopped_by: str,
     request_changes: dict[str, Any],
     setting_changes: dict[str, Any],
     script: list[Any],
 ) -> None:
-    settings = router_settings(database_url, tmp_path, model.base_url, **setting_changes)
+    settings = router_settings(database_url, tmp_path, model_url, **setting_changes)
     model.script(*script)
 
     async with running(settings) as (app, client):
@@ -339,8 +337,8 @@ async def test_every_stop_reason_end_to_end(
 async def test_a_refused_connection_is_retried_then_an_llm_error(
     database_url: str, tmp_path: Path
 ) -> None:
-    with scripted_server() as gone:
-        closed = gone.base_url
+    with serve(FakeLLM()) as closed:
+        pass
     settings = router_settings(database_url, tmp_path, closed)
 
     async with running(settings) as (_, client):

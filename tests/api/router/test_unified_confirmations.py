@@ -11,12 +11,11 @@ from fastapi import FastAPI
 from tests.api.router.test_confirmations import SECRET_TITLE, start_pending
 from tests.router import router_tools
 from tests.router.http_support import settled, stored_audit, stored_receipts, stored_run
-from tests.router.replies import openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_text
 
 
 async def test_a_router_confirmation_is_listed_and_decided_on_the_shared_route(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     (pending,) = body["pending"]
@@ -45,7 +44,7 @@ async def test_a_router_confirmation_is_listed_and_decided_on_the_shared_route(
 
 
 async def test_a_rejected_router_call_is_denied_with_kind_confirmation(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     model.script(openai_text("not published"), openai_text("Nothing was published."))
@@ -64,7 +63,7 @@ async def test_a_rejected_router_call_is_denied_with_kind_confirmation(
 
 
 async def test_an_expired_router_confirmation_is_a_rejection(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await start_pending(client, model)
     model.script(openai_text("not published"), openai_text("Nothing was published."))

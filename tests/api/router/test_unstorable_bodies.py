@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from app.store.repositories.audit import AuditRepository
 from tests.router.http_support import run_body
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM
 
 
 async def _post(client: httpx.AsyncClient, path: str, body: bytes) -> list[tuple[str, str]]:
@@ -19,7 +19,7 @@ async def _post(client: httpx.AsyncClient, path: str, body: bytes) -> list[tuple
 
 
 async def test_a_router_run_with_a_nul_is_refused_before_the_model_is_asked(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = orjson.dumps(run_body(goal="find\x00out", context={"trace_id": "t\x00"}))
 
@@ -31,7 +31,7 @@ async def test_a_router_run_with_a_nul_is_refused_before_the_model_is_asked(
 
 
 async def test_a_router_run_that_repeats_a_key_is_refused(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = orjson.dumps(run_body())[:-1] + b', "goal": "something else"}'
 
@@ -55,7 +55,7 @@ async def test_a_decision_with_a_nul_or_a_repeated_key_is_refused(
 
 
 async def test_a_rejected_router_run_is_audited_without_its_strings(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     owner = "\x1b[2J" + "o" * 300
     response = await client.post("/router/runs", json=run_body(owner=owner))

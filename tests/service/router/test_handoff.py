@@ -14,14 +14,17 @@ from app.engine.engine import Engine
 from app.engine.receipt import Receipt
 from app.engine.run import RunState
 from tests.router.http_support import router_settings, run_body, running
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 
 
 async def test_a_service_run_hands_the_engine_the_fingerprint_it_checked(
-    database_url: str, tmp_path: Path, model: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    database_url: str,
+    tmp_path: Path,
+    model: FakeLLM,
+    model_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model.script(
         openai_calls(("c1", "lookup", {"term": "toolloop"})),
@@ -30,7 +33,7 @@ async def test_a_service_run_hands_the_engine_the_fingerprint_it_checked(
     )
     handed: list[tuple[str, str | None]] = []
 
-    async with running(router_settings(database_url, tmp_path, model.base_url)) as (app, client):
+    async with running(router_settings(database_url, tmp_path, model_url)) as (app, client):
         engine: Engine = app.state.runtime.engine
         run_call = engine.run_call
 
