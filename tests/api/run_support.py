@@ -1,9 +1,7 @@
-"""Fixtures' helpers for the run-control tests: bounded polling and reading the store."""
+"""Fixtures' helpers for the run-control tests: reading the store and the events stream."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -13,23 +11,6 @@ from sqlalchemy import func, select
 from app.store.models import Receipt, Run
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
-
-
-async def until(condition: Callable[[], bool], attempts: int = 2000) -> None:
-    """Poll `condition` a bounded number of times, yielding to the loop in between."""
-    for _ in range(attempts):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the condition never held")
-
-
-async def until_async(condition: Callable[[], Awaitable[bool]], attempts: int = 2000) -> None:
-    for _ in range(attempts):
-        if await condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the condition never held")
 
 
 async def run_row(app: FastAPI, run_id: str) -> Run:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +16,9 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import run_ended, run_row, stored_receipts, until, until_async
+from tests.api.run_support import run_ended, run_row, stored_receipts
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -29,15 +31,8 @@ def _fresh_tools() -> Iterator[None]:
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Path:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return path
-
-
-@pytest.fixture
-def settings(database_url: str, registry: Path) -> Settings:
-    return Settings(registries=[registry], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 async def test_respond_async_answers_202_and_the_run_goes_on(
@@ -53,9 +48,9 @@ async def test_respond_async_answers_202_and_the_run_goes_on(
     assert response.headers["preference-applied"] == "respond-async"
     assert (await run_row(app, run_id)).status == "running"
 
-    await until(lambda: run_tools.entered["slow"] == 1)
+    await wait_for(lambda: run_tools.entered["slow"] == 1)
     run_tools.release("slow")
-    await until_async(lambda: run_ended(app, run_id))
+    await wait_for(lambda: run_ended(app, run_id))
 
     run = await run_row(app, run_id)
     assert (run.status, run.call_count) == ("succeeded", 2)
@@ -92,7 +87,7 @@ async def test_cancelling_a_running_async_plan(app: FastAPI, client: httpx.Async
     )
     started = await client.post("/plans/parallel", json=plan, headers=ASYNC)
     run_id = started.json()["run_id"]
-    await until(lambda: run_tools.entered["held"] == 1)
+    await wait_for(lambda: run_tools.entered["held"] == 1)
 
     cancelled = await client.post(f"/runs/{run_id}/cancel")
 
@@ -124,7 +119,7 @@ async def test_a_waiting_request_gets_its_cancelled_run(
     waiting = asyncio.create_task(
         client.post("/plans/sequential", json=plan, headers={"Idempotency-Key": "k"})
     )
-    await until(lambda: run_tools.entered["held"] == 1)
+    await wait_for(lambda: run_tools.entered["held"] == 1)
     async with app.state.runtime.sessions() as session:
         (running,) = (await RunRepository(session).list_page(limit=5, status="running")).items
     run_id = running.id
@@ -154,8 +149,8 @@ async def test_a_waiting_plan_of_reads_without_a_key_gets_its_cancelled_run(
     # finds the run and its receipts stored, and records the end.
     plan = sequential(gate("1", "held"), gate("2", "never"))
     waiting = asyncio.create_task(client.post("/plans/sequential", json=plan))
-    await until(lambda: run_tools.entered["held"] == 1)
-    await until_async(lambda: _one_running(app))  # the start commits while the call waits
+    await wait_for(lambda: run_tools.entered["held"] == 1)
+    await wait_for(lambda: _one_running(app))  # the start commits while the call waits
     async with app.state.runtime.sessions() as session:
         (running,) = (await RunRepository(session).list_page(limit=5, status="running")).items
 
@@ -202,7 +197,7 @@ async def test_shutdown_leaves_no_run_running(settings: Settings) -> None:
                 json=parallel({"a": [gate("1", "held")], "b": [gate("1", "held")]}),
                 headers=ASYNC,
             )
-            await until(lambda: run_tools.entered["held"] == 2)
+            await wait_for(lambda: run_tools.entered["held"] == 2)
     run_id = started.json()["run_id"]
 
     database = create_database_engine(settings.database_url)
@@ -235,13 +230,8 @@ class TestCancelAcrossCallers:
         }
 
     @pytest.fixture
-    async def app(
-        self, database_url: str, registry: Path, keys_file: Path, keys: dict[str, str]
-    ) -> AsyncIterator[FastAPI]:
-        settings = Settings(registries=[registry], database_url=database_url, api_keys=keys_file)
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            yield app
+    def settings(self, make_app: AppFactory, keys_file: Path, keys: dict[str, str]) -> Settings:
+        return make_app.settings(REGISTRY, api_keys=keys_file)
 
     async def test_only_the_creator_or_an_admin_cancels(
         self, app: FastAPI, client: httpx.AsyncClient, keys: dict[str, str]
@@ -255,7 +245,7 @@ class TestCancelAcrossCallers:
             headers={**auth("alice"), **ASYNC},
         )
         run_id = started.json()["run_id"]
-        await until(lambda: run_tools.entered["held"] == 1)
+        await wait_for(lambda: run_tools.entered["held"] == 1)
 
         assert (await client.post(f"/runs/{run_id}/cancel", headers=auth("bob"))).status_code == 404
         by_operator = await client.post(f"/runs/{run_id}/cancel", headers=auth("operator"))
@@ -273,7 +263,7 @@ class TestCancelAcrossCallers:
             json=sequential(gate("1", "held")),
             headers={"Authorization": f"Bearer {keys['alice']}", **ASYNC},
         )
-        await until(lambda: run_tools.entered["held"] == 1)
+        await wait_for(lambda: run_tools.entered["held"] == 1)
         response = await client.post(
             f"/runs/{started.json()['run_id']}/cancel",
             headers={"Authorization": f"Bearer {keys['admin']}"},

@@ -19,7 +19,8 @@ from fastapi import FastAPI
 
 from app.api.auth import FailedAuthThrottle, create_key
 from tests.router import router_tools
-from tests.router.http_support import router_settings, run_body, running, settled
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running, settled
 from tests.support.fake_llm import FakeLLM, openai_calls
 
 PROBES = {"/healthz", "/readyz"}

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.api.auth import create_key
 from app.service.errors import StorageUnavailable
 from app.service.idempotency import IdempotencyClaim, IdempotencyService
@@ -16,7 +15,9 @@ from app.service.plans import service as plan_service
 from app.settings import Settings
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import run_count, run_row, until
+from tests.api.run_support import run_count, run_row
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 SECRET = "Bearer abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -29,15 +30,8 @@ def _fresh_tools() -> Iterator[None]:
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Path:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return path
-
-
-@pytest.fixture
-def settings(database_url: str, registry: Path) -> Settings:
-    return Settings(registries=[registry], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 def key(value: str) -> dict[str, str]:
@@ -135,7 +129,7 @@ async def test_the_same_key_while_the_first_request_runs_is_409(
 ) -> None:
     plan = sequential(gate("1", "slow"))
     first = asyncio.create_task(client.post("/plans/sequential", json=plan, headers=key("k")))
-    await until(lambda: run_tools.entered["slow"] == 1)
+    await wait_for(lambda: run_tools.entered["slow"] == 1)
 
     busy = await client.post("/plans/sequential", json=plan, headers=key("k"))
     assert busy.status_code == 409
@@ -160,7 +154,7 @@ async def test_concurrent_duplicates_create_exactly_one_run(
         asyncio.create_task(client.post("/plans/sequential", json=plan, headers=key("k")))
         for _ in range(6)
     ]
-    await until(lambda: run_tools.entered["slow"] == 1 and sum(p.done() for p in posts) == 5)
+    await wait_for(lambda: run_tools.entered["slow"] == 1 and sum(p.done() for p in posts) == 5)
     run_tools.release("slow")
     responses = await asyncio.gather(*posts)
 
@@ -280,13 +274,8 @@ class TestKeysAreScopedToTheCaller:
         return create_key(keys_file, "bob", ["plans:execute"])
 
     @pytest.fixture
-    async def app(
-        self, database_url: str, registry: Path, keys_file: Path, alice: str, bob: str
-    ) -> AsyncIterator[FastAPI]:
-        settings = Settings(registries=[registry], database_url=database_url, api_keys=keys_file)
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            yield app
+    def settings(self, make_app: AppFactory, keys_file: Path, alice: str, bob: str) -> Settings:
+        return make_app.settings(REGISTRY, api_keys=keys_file)
 
     async def test_another_caller_with_the_same_key_starts_its_own_run(
         self, app: FastAPI, client: httpx.AsyncClient, alice: str, bob: str
@@ -382,7 +371,7 @@ async def test_a_key_whose_answer_was_lost_is_unanswered_once_its_run_is_gone(
     monkeypatch.setattr(IdempotencyService, "complete", lost)
     plan = sequential(gate("1", "g"))
     waiting = asyncio.create_task(client.post("/plans/sequential", json=plan, headers=key("k")))
-    await until(lambda: run_tools.entered["g"] == 1)
+    await wait_for(lambda: run_tools.entered["g"] == 1)
     busy = await client.post("/plans/sequential", json=plan, headers=key("k"))
     (run,) = (await client.get("/runs")).json()["items"]
     assert (await client.post(f"/runs/{run['run_id']}/cancel")).status_code == 200

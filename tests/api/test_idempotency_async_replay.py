@@ -8,8 +8,7 @@ start's sweep marks the run `interrupted`, counting its stored receipts.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,10 @@ from fastapi import FastAPI
 from app.settings import Settings
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, sequential
-from tests.api.run_support import until_async
 from tests.api.shutdown_tools import STARTED_DIR_ENV, write_registry
 from tests.live_server import ServerProcess
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for, wait_for_sync
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,10 +35,8 @@ def _fresh_tools() -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return Settings(registries=[path], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 def _async_key(value: str) -> dict[str, str]:
@@ -55,7 +53,7 @@ async def test_a_replay_after_the_run_ended_answers_its_end(
     async def ended() -> bool:
         return (await client.get(f"/runs/{run_id}")).json()["status"] != "running"
 
-    await until_async(ended)
+    await wait_for(ended)
     again = await client.post("/plans/sequential", json=plan, headers=_async_key("k"))
 
     assert first.json() == {"run_id": run_id, "status": "running"}
@@ -63,14 +61,6 @@ async def test_a_replay_after_the_run_ended_answers_its_end(
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["location"] == first.headers["location"]
     assert again.json() == {"run_id": run_id, "status": "succeeded", "call_count": 2}
-
-
-def _poll(condition: Callable[[], bool]) -> None:
-    for _ in range(600):  # a bound on the wait, not a timing assertion
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("the condition never held")
 
 
 def _server(tmp_path: Path, registry: Path, database_url: str, log_name: str) -> ServerProcess:
@@ -110,8 +100,8 @@ def test_a_replay_after_a_crash_answers_interrupted_with_the_stored_receipts(
         first = httpx.post(f"{crashed.base}/plans/sequential", json=body, headers=headers)
         assert first.status_code == 202, first.text
         run_id = first.json()["run_id"]
-        _poll(lambda: (tmp_path / "b.started").exists())
-        _poll(lambda: len(_receipts(crashed.base, run_id)) == 1)
+        wait_for_sync(lambda: (tmp_path / "b.started").exists())
+        wait_for_sync(lambda: len(_receipts(crashed.base, run_id)) == 1)
         crashed.kill()
 
         restarted = _server(tmp_path, registry, database_url, "restarted.log")

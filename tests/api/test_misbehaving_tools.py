@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
-from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.contract.canonical import canonical_json, sha256_digest
 from app.foundation.redaction import REDACTED
 from app.settings import Settings
 from tests.api import misbehaving_tools
 from tests.live_server import ServerProcess
+from tests.support.app import AppFactory, write_registry
+from tests.support.waiting import wait_for
 
 WORKERS = 4
 STORED_CAP = 4096
@@ -59,23 +58,14 @@ TOOLS = {
 @pytest.fixture
 def registry(tmp_path: Path) -> Path:
     runner = {"allowed_tools": list(TOOLS), "max_calls": 64, "tool_timeout_s": 10}
-    document = {"subagents": {"bad": {"tools": TOOLS, "runner_defaults": runner}}}
-    path = tmp_path / "misbehaving.yml"
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return write_registry(
+        tmp_path, {"subagents": {"bad": {"tools": TOOLS, "runner_defaults": runner}}}
+    )
 
 
 @pytest.fixture
-async def app(database_url: str, registry: Path) -> AsyncIterator[FastAPI]:
-    settings = Settings(
-        registries=[registry],
-        database_url=database_url,
-        worker_threads=WORKERS,
-        max_stored_output_bytes=STORED_CAP,
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
+def settings(make_app: AppFactory, registry: Path) -> Settings:
+    return make_app.settings(registry, worker_threads=WORKERS, max_stored_output_bytes=STORED_CAP)
 
 
 @pytest.fixture(autouse=True)
@@ -180,11 +170,12 @@ async def test_hung_sync_tools_time_out_and_worker_threads_stay_bounded(
     # Every worker is held: async tools still run, a sync one waits for a thread.
     assert (await _plan(client, ("quick_async", {"label": "a"})))["status"] == "succeeded"
     misbehaving_tools.release()
-    for _ in range(200):
+
+    async def quick_sync_succeeded() -> dict[str, Any] | None:
         plan = await _plan(client, ("quick_sync", {"label": "after"}))
-        if plan["status"] == "succeeded":
-            break
-        await asyncio.sleep(0.05)
+        return plan if plan["status"] == "succeeded" else None
+
+    plan = await wait_for(quick_sync_succeeded, "a sync tool got a thread again", every_s=0.05)
     assert plan["receipts"][0]["output"]["thread"].startswith("toolloop-tool")
     assert _tool_threads() == WORKERS
     await _still_healthy(client)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import yaml
-from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.settings import Settings
 from tests.engine import requires_tools
+from tests.support.app import AppFactory
 
 MODULE = "tests.engine.requires_tools"
 AFTER_FETCH = "it requires a successful 'fetch' call"
@@ -39,14 +36,9 @@ TOOLS = {
 
 
 @pytest.fixture
-async def app(database_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
+def settings(make_app: AppFactory) -> Settings:
     runner = {"allowed_tools": list(TOOLS), "max_calls": 16, "tool_timeout_s": 10}
-    path = tmp_path / "requires.yml"
-    document = {"subagents": {"app": {"tools": TOOLS, "runner_defaults": runner}}}
-    path.write_text(yaml.safe_dump(document))
-    app = create_app(Settings(registries=[path], database_url=database_url))
-    async with app.router.lifespan_context(app):
-        yield app
+    return make_app.settings({"subagents": {"app": {"tools": TOOLS, "runner_defaults": runner}}})
 
 
 @pytest.fixture(autouse=True)

@@ -9,22 +9,21 @@ the test) to see which calls ran before anything was committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.service.runs import records as run_records
 from app.settings import Settings
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import plan_tools
 from tests.api.plan_registry import REGISTRY
-from tests.engine.harness import until
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -35,17 +34,8 @@ def _fresh_tool_counters() -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    registry = tmp_path / "tester.yml"
-    registry.write_text(REGISTRY)
-    return Settings(registries=[registry], database_url=database_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 class HeldWriter:
@@ -101,7 +91,7 @@ async def test_a_plan_of_read_tools_runs_its_calls_before_its_start_commits(
     body = {"owner": "tester", "calls": [read_call("a"), read_call("b")]}
 
     answer = asyncio.create_task(client.post("/plans/sequential", json=body))
-    await until(lambda: plan_tools.calls["read"] == 2)
+    await wait_for(lambda: plan_tools.calls["read"] == 2, every_s=0)
     assert held.waiting >= 1  # nothing was committed, and both calls ran
     assert not answer.done()  # the answer waits for the start and the receipts
 
@@ -127,7 +117,7 @@ async def test_a_parallel_plan_of_read_tools_runs_before_its_start_commits(
     }
 
     answer = asyncio.create_task(client.post("/plans/parallel", json=body))
-    await until(lambda: plan_tools.calls["read"] == 2)
+    await wait_for(lambda: plan_tools.calls["read"] == 2, every_s=0)
 
     held.release()
     response = await answer
@@ -155,7 +145,7 @@ async def test_any_other_plan_commits_its_start_before_its_first_call(
     body = {"owner": "tester", "calls": calls}
 
     answer = asyncio.create_task(client.post("/plans/sequential", json=body, headers=headers))
-    await until(lambda: held.waiting >= 1)
+    await wait_for(lambda: held.waiting >= 1, every_s=0)
     for _ in range(200):
         await asyncio.sleep(0)
     assert plan_tools.calls["read"] == 0
@@ -175,7 +165,7 @@ async def test_a_plan_with_an_idempotency_key_commits_its_start_first(
     answer = asyncio.create_task(
         client.post("/plans/sequential", json=body, headers={"Idempotency-Key": "k-1"})
     )
-    await until(lambda: held.waiting == 1)
+    await wait_for(lambda: held.waiting == 1, every_s=0)
     for _ in range(50):
         await asyncio.sleep(0)
     assert plan_tools.calls["read"] == 0
@@ -218,7 +208,7 @@ async def test_a_plan_whose_start_failed_answers_503_and_leaves_nothing_stored(
     monkeypatch.setattr(run_records, "run_start_row", refused_row)
     body = {"owner": "tester", "calls": [read_call("a"), read_call("b"), read_call("c")]}
     answer = asyncio.create_task(client.post("/plans/sequential", json=body))
-    await until(lambda: plan_tools.calls["read"] >= 1)
+    await wait_for(lambda: plan_tools.calls["read"] >= 1, every_s=0)
     held.release()
     response = await answer
 
@@ -272,7 +262,7 @@ async def test_the_end_of_a_read_plan_joins_its_receipts_while_its_start_is_bein
         body = {"owner": "tester", "max_concurrency": 3, "lanes": lanes}
     try:
         answer = asyncio.create_task(client.post(f"/plans/{kind}", json=body))
-        await until(lambda: in_flight.is_set() and bool(joined))
+        await wait_for(lambda: in_flight.is_set() and bool(joined), every_s=0)
     finally:
         released.set()
     response = await answer

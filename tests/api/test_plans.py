@@ -2,15 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.settings import Settings
 from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.audit import AuditRepository
@@ -18,6 +16,7 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import plan_tools
 from tests.api.plan_registry import REGISTRY
+from tests.support.app import AppFactory
 
 
 @pytest.fixture(autouse=True)
@@ -28,25 +27,15 @@ def _fresh_tool_counters() -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    registry = tmp_path / "tester.yml"
-    registry.write_text(REGISTRY)
-    return Settings(
-        registries=[registry],
-        database_url=database_url,
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(
+        REGISTRY,
         max_body_bytes=64 * 1024,
         max_lanes=50,
         max_calls_per_lane=5,
         max_sequential_calls=10,
         max_concurrency_cap=20,
     )
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
 
 
 def probe(call_key: str, group: str, delay_s: float, tool: str = "probe") -> dict[str, Any]:

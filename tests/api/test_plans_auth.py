@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.api.auth import create_key
 from app.settings import Settings
 from app.store.repositories.runs import RunRepository
@@ -35,13 +33,8 @@ def reader_key(keys_file: Path) -> str:
 
 
 @pytest.fixture
-async def app(
-    sqlite_url: str, keys_file: Path, executor_key: str, reader_key: str
-) -> AsyncIterator[FastAPI]:
-    settings = Settings(registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, api_keys=keys_file)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
+def settings(sqlite_url: str, keys_file: Path, executor_key: str, reader_key: str) -> Settings:
+    return Settings(registries=[EXAMPLE_REGISTRY], database_url=sqlite_url, api_keys=keys_file)
 
 
 async def test_a_plan_without_a_key_is_401_with_a_challenge(client: httpx.AsyncClient) -> None:

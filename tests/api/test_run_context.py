@@ -3,7 +3,6 @@ and by the run's audit (`plan.accepted`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ from fastapi import FastAPI
 from app.foundation.redaction import REDACTED
 from app.settings import Settings
 from tests.api.run_support import run_row
+from tests.support.app import AppFactory
 
 REGISTRY = """\
 subagents:
@@ -50,10 +50,8 @@ REDACTED_CONTEXT = {
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return Settings(registries=[path], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 def _plan(context: dict[str, Any] | None) -> dict[str, Any]:

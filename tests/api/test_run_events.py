@@ -11,7 +11,6 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.api.auth import OPEN, create_key
 from app.service.runs.stream import RunEvent, RunEventStream
 from app.settings import Settings
@@ -20,7 +19,9 @@ from app.store.journal.session import insert as journal_insert
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import parse_events, stored_receipts, until
+from tests.api.run_support import parse_events, stored_receipts
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -33,15 +34,8 @@ def _fresh_tools() -> Iterator[None]:
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Path:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return path
-
-
-@pytest.fixture
-def settings(database_url: str, registry: Path) -> Settings:
-    return Settings(registries=[registry], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 async def follow(app: FastAPI, client: httpx.AsyncClient, run_id: str) -> asyncio.Task[Any]:
@@ -49,7 +43,7 @@ async def follow(app: FastAPI, client: httpx.AsyncClient, run_id: str) -> asynci
     hub = app.state.runtime.events
     before = hub.subscriber_count(run_id)
     stream = asyncio.create_task(client.get(f"/runs/{run_id}/events"))
-    await until(lambda: hub.subscriber_count(run_id) > before)
+    await wait_for(lambda: hub.subscriber_count(run_id) > before)
     return stream
 
 
@@ -63,7 +57,7 @@ async def test_a_running_parallel_plan_streams_each_receipt_then_its_end(
     lanes = {key: [gate("1", key), echo("2", key)] for key in ("a", "b", "c")}
     started = await client.post("/plans/parallel", json=parallel(lanes), headers=ASYNC)
     run_id = started.json()["run_id"]
-    await until(lambda: sum(run_tools.entered.values()) == 3)
+    await wait_for(lambda: sum(run_tools.entered.values()) == 3)
     stream = await follow(app, client, run_id)
 
     for key in ("c", "a", "b"):
@@ -90,7 +84,7 @@ async def test_a_late_subscriber_first_gets_what_already_happened(
     lanes = {"done": [echo("1", "early")], "held": [gate("1", "held")]}
     started = await client.post("/plans/parallel", json=parallel(lanes), headers=ASYNC)
     run_id = started.json()["run_id"]
-    await until(lambda: run_tools.entered["held"] == 1 and run_tools.echoed == ["early"])
+    await wait_for(lambda: run_tools.entered["held"] == 1 and run_tools.echoed == ["early"])
     await app.state.runtime.writer.flush()
     assert len(await stored_receipts(app, run_id)) == 1
 
@@ -126,7 +120,7 @@ async def test_a_cancelled_run_ends_its_stream_cancelled(
         "/plans/sequential", json=sequential(gate("1", "held"), echo("2")), headers=ASYNC
     )
     run_id = started.json()["run_id"]
-    await until(lambda: run_tools.entered["held"] == 1)
+    await wait_for(lambda: run_tools.entered["held"] == 1)
     stream = await follow(app, client, run_id)
 
     await client.post(f"/runs/{run_id}/cancel")
@@ -243,13 +237,8 @@ class TestOnlyVisibleRunsStream:
         }
 
     @pytest.fixture
-    async def app(
-        self, database_url: str, registry: Path, keys_file: Path, keys: dict[str, str]
-    ) -> AsyncIterator[FastAPI]:
-        settings = Settings(registries=[registry], database_url=database_url, api_keys=keys_file)
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            yield app
+    def settings(self, make_app: AppFactory, keys_file: Path, keys: dict[str, str]) -> Settings:
+        return make_app.settings(REGISTRY, api_keys=keys_file)
 
     async def test_another_callers_run_is_404(
         self, client: httpx.AsyncClient, keys: dict[str, str]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from uuid import uuid4
 
 import httpx
@@ -19,7 +18,9 @@ from app.settings import Settings
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, gate, sequential
-from tests.api.run_support import parse_events, run_row, until
+from tests.api.run_support import parse_events, run_row
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -32,10 +33,8 @@ def _fresh_tools() -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    path = tmp_path / "runner.yml"
-    path.write_text(REGISTRY)
-    return Settings(registries=[path], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 async def test_a_shutdown_ends_a_local_runs_stream_interrupted(
@@ -46,9 +45,9 @@ async def test_a_shutdown_ends_a_local_runs_stream_interrupted(
         "/plans/sequential", json=sequential(gate("1", "held")), headers=ASYNC
     )
     run_id = started.json()["run_id"]
-    await until(lambda: run_tools.entered["held"] == 1)
+    await wait_for(lambda: run_tools.entered["held"] == 1)
     stream = asyncio.create_task(client.get(f"/runs/{run_id}/events"))
-    await until(lambda: runtime.events.subscriber_count(run_id) == 1)
+    await wait_for(lambda: runtime.events.subscriber_count(run_id) == 1)
 
     await runtime.begin_shutdown()
     events = parse_events((await stream).text)
@@ -75,7 +74,7 @@ async def test_a_shutdown_ends_the_stream_of_a_run_going_on_elsewhere(app: FastA
     events = await stream.open(run_id, OPEN)
     try:
         first = asyncio.ensure_future(anext(events))
-        await until(lambda: runtime.events.subscriber_count(run_id) == 1)
+        await wait_for(lambda: runtime.events.subscriber_count(run_id) == 1)
         await runtime.begin_shutdown()
         assert await first == RunEvent(
             "shutdown", {"run_id": run_id, "status": "running", "detail": SHUTDOWN}

@@ -9,8 +9,6 @@ the shutdown for the whole run), kept generous.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 from tests.api.shutdown_tools import STARTED_DIR_ENV, write_registry
 from tests.live_server import ServerProcess
+from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[2]
 GRACE_S = "2"
@@ -45,14 +44,6 @@ def _server(tmp_path: Path, registry: Path, database_url: str, log_name: str) ->
     server = ServerProcess(tmp_path, [], env, log_name=log_name)
     server.wait_until_answering()
     return server
-
-
-def _poll(condition: Callable[[], bool]) -> None:
-    for _ in range(600):  # a bound on the wait, not a timing assertion
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("the condition never held")
 
 
 def _events(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -87,7 +78,7 @@ def test_sigterm_ends_open_streams_and_the_process_within_the_grace(
         )
         assert started.status_code == 202, started.text
         run_id = started.json()["run_id"]
-        _poll((tmp_path / "a.started").exists)
+        wait_for_sync((tmp_path / "a.started").exists)
 
         lines: list[str] = []
         with (

@@ -6,7 +6,6 @@ budget, and never as a 5xx of the service.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,8 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.router.http_support import router_settings, run_body, running
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 pytestmark = pytest.mark.usefixtures("fresh_router_tools")
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.usefixtures("fresh_router_tools")
 @pytest.fixture
 def settings(sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str) -> Settings:
     return router_settings(sqlite_url, tmp_path, model_url)
-
-
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with running(settings) as (_, client):
-        yield client
 
 
 def _server_errors(model: FakeLLM) -> None:

@@ -22,12 +22,11 @@ from tests.api.run_support import (
     run_ended,
     run_row,
     stored_receipts,
-    until,
-    until_async,
 )
 from tests.faults import fault_tools
 from tests.faults.registry import hold, parallel, sequential, step, write_registry
 from tests.faults.service import service
+from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -61,8 +60,8 @@ async def test_a_sequential_run_resumes_from_its_first_call_that_did_not_succeed
     plan = sequential(step("a"), step("b"), hold("c"), step("d"))
     async with service(settings) as (app, client):
         run_id = await start(client, "sequential", plan)
-        await until(lambda: len(fault_tools.calls) == 3)
-        await until_async(lambda: _count(app, run_id, 2))
+        await wait_for(lambda: len(fault_tools.calls) == 3)
+        await wait_for(lambda: _count(app, run_id, 2))
     assert fault_tools.calls == keys_of(run_id, 0, 1, 2)
 
     async with service(settings) as (app, client):
@@ -126,8 +125,8 @@ async def test_each_lane_resumes_from_its_own_first_call_that_did_not_succeed(
     )
     async with service(settings) as (app, client):
         run_id = await start(client, "parallel", plan)
-        await until(lambda: len(fault_tools.calls) == 4)
-        await until_async(lambda: _count(app, run_id, 3))
+        await wait_for(lambda: len(fault_tools.calls) == 4)
+        await wait_for(lambda: _count(app, run_id, 3))
 
     async with service(settings) as (app, client):
         before = await stored_receipts(app, run_id)
@@ -143,7 +142,7 @@ async def test_each_lane_resumes_from_its_own_first_call_that_did_not_succeed(
         accepted = await client.post(f"/runs/{run_id}/resume", json=plan, headers=ASYNC)
         assert accepted.status_code == 202
         assert accepted.json() == {"run_id": run_id, "status": "running"}
-        await until_async(lambda: run_ended(app, run_id))
+        await wait_for(lambda: run_ended(app, run_id))
 
         run = await run_row(app, run_id)
         assert (run.status, run.call_count) == ("succeeded", 6)
@@ -181,7 +180,7 @@ async def test_a_run_admitted_under_another_contract_does_not_resume(
     plan = sequential(hold("a"))
     async with service(Settings(registries=[registry], database_url=database_url)) as (_, c):
         run_id = await start(c, "sequential", plan)
-        await until(lambda: len(fault_tools.calls) == 1)
+        await wait_for(lambda: len(fault_tools.calls) == 1)
 
     changed = write_registry(tmp_path / "changed", "Sleep a while, then answer the label.")
     async with service(Settings(registries=[changed], database_url=database_url)) as (_, c):
@@ -213,7 +212,7 @@ async def test_only_the_creator_or_an_admin_resumes(
             "/plans/sequential", json=plan, headers={**ASYNC, **as_("alice")}
         )
         run_id = accepted.json()["run_id"]
-        await until(lambda: len(fault_tools.calls) == 1)
+        await wait_for(lambda: len(fault_tools.calls) == 1)
 
     fault_tools.release("a")
     async with service(settings) as (_, client):
@@ -252,13 +251,13 @@ async def test_the_events_stream_of_a_resumed_run_sends_the_replacing_receipts(
     plan = sequential(step("a"), hold("b"), step("c"))
     async with service(settings) as (_, client):
         run_id = await start(client, "sequential", plan)
-        await until(lambda: len(fault_tools.calls) == 2)
+        await wait_for(lambda: len(fault_tools.calls) == 2)
 
     async with service(settings) as (app, client):
         before = await stored_receipts(app, run_id)
         accepted = await client.post(f"/runs/{run_id}/resume", json=plan, headers=ASYNC)
         assert accepted.status_code == 202
-        await until(lambda: len(fault_tools.calls) == 3)
+        await wait_for(lambda: len(fault_tools.calls) == 3)
         replayed = _signal_after_receipts_are_read(monkeypatch)
         stream = asyncio.create_task(client.get(f"/runs/{run_id}/events"))
         # "b" ends only once the stream has read what was stored: on a slow host
@@ -280,7 +279,7 @@ async def test_a_resume_retried_with_its_idempotency_key_replays_and_runs_nothin
     plan = sequential(hold("a"))
     async with service(settings) as (_, client):
         run_id = await start(client, "sequential", plan)
-        await until(lambda: len(fault_tools.calls) == 1)
+        await wait_for(lambda: len(fault_tools.calls) == 1)
 
     fault_tools.release("a")
     async with service(settings) as (_, client):

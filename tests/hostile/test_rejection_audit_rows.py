@@ -3,8 +3,6 @@ raw, and a bounded number of rows per caller."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,29 +10,18 @@ import orjson
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.service.rejection_audit import FULL_ROWS_PER_WINDOW
 from app.settings import Settings
 from app.store.repositories.audit import AuditRepository, StoredAuditEvent
 from tests.hostile.unstorable_registry import REGISTRY
+from tests.support.app import AppFactory
 
 HOSTILE = "\x1b[2J<script>" + "x" * 300
 
 
 @pytest.fixture
-async def app(database_url: str, tmp_path: Path) -> AsyncIterator[FastAPI]:
-    registry = tmp_path / "hostile.yml"
-    registry.write_text(REGISTRY)
-    app = create_app(Settings(registries=[registry], database_url=database_url))
-    async with app.router.lifespan_context(app):
-        yield app
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        yield client
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
 async def _rejection_rows(app: FastAPI) -> list[StoredAuditEvent]:

@@ -3,36 +3,26 @@ with a pointer to each problem, and nothing runs, on SQLite and PostgreSQL alike
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-from fastapi import FastAPI
 
-from app.api.app import create_app
 from app.settings import Settings
 from tests.hostile import unstorable_tools
 from tests.hostile.unstorable_registry import REGISTRY
+from tests.support.app import AppFactory
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    registry = tmp_path / "hostile.yml"
-    registry.write_text(REGISTRY)
-    return Settings(registries=[registry], database_url=database_url)
+def settings(make_app: AppFactory) -> Settings:
+    return make_app.settings(REGISTRY)
 
 
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+@pytest.fixture(autouse=True)
+def _fresh_tools() -> None:
     unstorable_tools.reset()
-    app: FastAPI = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-            yield client
 
 
 def _sequential(*calls: dict[str, Any]) -> dict[str, Any]:

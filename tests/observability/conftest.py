@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from app.api.app import create_app
 from app.api.auth import create_key
@@ -29,20 +28,6 @@ def registry_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(registry_path: Path, sqlite_url: str) -> Settings:
     return Settings(registries=[registry_path], database_url=sqlite_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        yield client
 
 
 @pytest.fixture

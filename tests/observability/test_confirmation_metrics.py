@@ -5,16 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
+from tests.api.confirm.support import (
     confirm_settings,
     decide,
-    finished,
     launch,
     sequential,
 )
 from tests.observability.metrics_reading import value
-from tests.router.http_support import running
+from tests.support.app import running, settled
 
 
 async def test_confirmations_are_counted_by_event(tmp_path: Path, sqlite_url: str) -> None:
@@ -29,9 +27,9 @@ async def test_confirmations_are_counted_by_event(tmp_path: Path, sqlite_url: st
         ]
         for body, approve in zip(runs[:2], (True, False), strict=True):
             await decide(client, body["plan_id"], body["pending"][0]["confirmation_id"], approve)
-            await finished(app, body["plan_id"])
+            await settled(app, body["plan_id"])
         await app.state.runtime.confirmations.expire(datetime.now(UTC) + timedelta(days=2))
-        await finished(app, runs[2]["plan_id"])
+        await settled(app, runs[2]["plan_id"])
 
     after = {
         event: value("toolloop_confirmations_total", event=event) - count

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
+from app.settings import Settings
 from tests.router import router_tools
+from tests.support.app import AppFactory, running
 from tests.support.fake_llm import FakeLLM, serve
 
 
@@ -29,3 +34,23 @@ def model_url(model: FakeLLM) -> Iterator[str]:
     """The base URL of `model`, served on 127.0.0.1."""
     with serve(model) as url:
         yield url
+
+
+@pytest.fixture
+def make_app(database_url: str, tmp_path: Path) -> AppFactory:
+    """Settings and running apps on this test's database, from a registry of the test's."""
+    return AppFactory(database_url, tmp_path)
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """The app of the `settings` fixture, started (each package or file sets `settings`)."""
+    async with running(settings) as (app, _):
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield client

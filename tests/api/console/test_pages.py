@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests.api.console import console_tools
-from tests.api.console.conftest import AppFactory, browser
-from tests.api.console.console_registry import call
+from tests.api.console.console_registry import REGISTRY, call
+from tests.support.app import AppFactory
+from tests.support.waiting import wait_for
 
 SECRET = "hunter2-console-secret"
 
@@ -134,7 +136,7 @@ async def test_with_keys_a_page_asks_to_sign_in_and_shows_only_the_callers_runs(
     make_app: AppFactory, keys: tuple[Path, dict[str, str]]
 ) -> None:
     path, secrets = keys
-    async with make_app(path) as app, browser(app) as client:
+    async with make_app(REGISTRY, api_keys=path) as (_, client):
         theirs = await run_plan(
             client, call("a", "echo", text="x"), Authorization=f"Bearer {secrets['other']}"
         )
@@ -182,7 +184,7 @@ async def test_a_sign_in_form_posted_from_elsewhere_is_refused(
     make_app: AppFactory, keys: tuple[Path, dict[str, str]]
 ) -> None:
     path, secrets = keys
-    async with make_app(path) as app, browser(app) as client:
+    async with make_app(REGISTRY, api_keys=path) as (_, client):
         forged = await client.post(
             "/console/sign-in", data={"csrf_token": "guessed", "api_key": secrets["worker"]}
         )
@@ -194,7 +196,7 @@ async def test_a_key_without_runs_read_sees_a_403_page(
     make_app: AppFactory, keys: tuple[Path, dict[str, str]]
 ) -> None:
     path, secrets = keys
-    async with make_app(path) as app, browser(app) as client:
+    async with make_app(REGISTRY, api_keys=path) as (_, client):
         form = await client.get("/console/sign-in")
         await client.post(
             "/console/sign-in",
@@ -217,13 +219,13 @@ async def test_a_running_plan_streams_its_receipts_to_the_console(
     page = await open_console.get(f"/console/runs/{run_id}")
     assert f'data-events="/console/runs/{run_id}/events"' in page.text
 
+    async def receipts() -> list[Any]:
+        items: list[Any] = (await open_console.get(f"/runs/{run_id}/receipts")).json()["items"]
+        return items
+
     async def release_after_the_first_receipt() -> None:
-        for _ in range(2000):  # a bound on the wait, not a timing assertion
-            stored = (await open_console.get(f"/runs/{run_id}/receipts")).json()["items"]
-            if stored:
-                console_tools.release("go")
-                return
-            await asyncio.sleep(0.01)
+        await wait_for(receipts, "the first receipt")
+        console_tools.release("go")
 
     # httpx's ASGI transport hands over a streamed body once it is complete: the stream
     # is read whole after the run ended, which the release above lets it do.
@@ -273,15 +275,12 @@ async def test_a_waiting_call_is_approved_or_rejected_from_the_console(
     assert approve.headers["location"] == "/console/confirmations?done=approved"
     assert reject.headers["location"] == "/console/confirmations?done=rejected"
     assert again.headers["location"] == "/console/confirmations?done=conflict"
-    for _ in range(2000):  # a bound on the wait for the approved run to go on
-        if (await open_console.get(f"/runs/{approved_run}")).json()["status"] != "pending":
-            break
-        await asyncio.sleep(0.01)
-    for _ in range(2000):
-        if (await open_console.get(f"/runs/{approved_run}")).json()["status"] == "succeeded":
-            break
-        await asyncio.sleep(0.01)
-    assert (await open_console.get(f"/runs/{approved_run}")).json()["status"] == "succeeded"
+
+    async def approved_run_succeeded() -> bool:
+        status = (await open_console.get(f"/runs/{approved_run}")).json()["status"]
+        return bool(status == "succeeded")
+
+    await wait_for(approved_run_succeeded, "the approved run went on and succeeded")
     rejected = (await open_console.get(f"/runs/{rejected_run}/receipts")).json()["items"]
     assert [(r["call_key"], r["status"]) for r in rejected] == [("p", "denied"), ("z", "skipped")]
     decided = await open_console.get("/console/confirmations", params={"status": "rejected"})
@@ -292,7 +291,7 @@ async def test_a_key_without_the_decide_scope_sees_no_buttons_and_cannot_post(
     make_app: AppFactory, keys: tuple[Path, dict[str, str]]
 ) -> None:
     path, secrets = keys
-    async with make_app(path) as app, browser(app) as client:
+    async with make_app(REGISTRY, api_keys=path) as (_, client):
         run_id = await run_plan(
             client, call("p", "pay", text="1"), Authorization=f"Bearer {secrets['worker']}"
         )

@@ -16,6 +16,7 @@ from app.foundation.redaction import REDACTED
 from tests.api.mcp.conftest import Served
 from tests.api.mcp.official_client import MODES, connected
 from tests.api.mcp.registry import ALLOWED, OWNER
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.parametrize("mode", MODES)
 
@@ -199,10 +200,11 @@ async def test_a_tool_that_needs_approval_waits_for_it_and_runs_once_approved(
             json={"approve": True, "reason": "checked"},
         )
     assert decided.status_code == 202, decided.text
-    for _ in range(600):  # a bound on the wait for the run to continue, not a timing check
-        if open_server.get(f"/runs/{run_id}").json()["status"] != "pending":
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(
+        lambda: open_server.get(f"/runs/{run_id}").json()["status"] != "pending",
+        "the run continued",
+        every_s=0.05,
+    )
     (receipt,) = open_server.get(f"/runs/{run_id}/receipts").json()["items"]
     assert receipt["tool"] == "transfer"
     assert receipt["status"] == "succeeded", receipt["error"]
@@ -324,13 +326,15 @@ async def test_a_call_whose_run_is_cancelled_is_an_error_result(
         call = asyncio.create_task(
             client.call_tool("wait_for_file", {"path": str(tmp_path / "never")})
         )
-        running: list[dict[str, Any]] = []
-        for _ in range(600):  # a bound on the wait, not a timing assertion
-            running = open_server.get("/runs?kind=mcp&status=running").json()["items"]
-            if running or call.done():
-                break
-            await asyncio.sleep(0.05)
-        (run,) = running
+
+        def running() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = open_server.get("/runs?kind=mcp&status=running").json()[
+                "items"
+            ]
+            assert not call.done(), call.result()
+            return items
+
+        (run,) = await wait_for(running, "the call's run is running", every_s=0.05)
         assert open_server.post(f"/runs/{run['run_id']}/cancel").status_code == 200
         result = await call
 

@@ -3,14 +3,12 @@ service pointed at it (overriding the plain app of `tests/api/conftest.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI
 
 from app.settings import Settings
-from tests.router.http_support import router_settings, running
+from tests.router.http_support import router_settings
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +19,3 @@ def _fresh_tools(fresh_router_tools: None) -> None:
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path, model_url: str) -> Settings:
     return router_settings(database_url, tmp_path, model_url)
-
-
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    async with running(settings) as (app, _):
-        yield app

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from app.api.auth import create_key
 from tests.router import router_tools
-from tests.router.http_support import router_settings, run_body, running, settled, stored_run
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running, settled, stored_run
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 

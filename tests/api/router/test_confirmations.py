@@ -14,16 +14,11 @@ from app.store.models import RouterConfirmation
 from app.store.repositories.router_runs import RouterRunRepository
 from app.store.repositories.runs import RunRepository
 from tests.router import router_tools
-from tests.router.http_support import (
-    run_body,
-    running,
-    settled,
-    stored_audit,
-    stored_receipts,
-    stored_run,
-)
+from tests.router.http_support import run_body
 from tests.router.registry import REGISTRY, write_registry
+from tests.support.app import running, settled, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
+from tests.support.waiting import wait_for
 
 SECRET_TITLE = "launch sk-abcdefghijklmnopqrstuvwxyz"
 
@@ -227,10 +222,7 @@ async def test_shutdown_interrupts_a_running_run_and_keeps_its_receipts(
 
     async with running(settings) as (app, client):
         waiting = asyncio.create_task(client.post("/router/runs", json=run_body()))
-        for _ in range(1000):
-            if router_tools.CALLS:
-                break
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: router_tools.CALLS, "the tool call started")
         await app.state.runtime.runs.aclose()
         response = await waiting
         async with app.state.runtime.sessions() as session:

@@ -16,19 +16,12 @@ from app.store.database import create_database_engine, create_session_factory
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.router_runs import RouterRunRepository
 from app.store.repositories.runs import RunRepository
-from tests.api.run_support import parse_events, run_count, until
+from tests.api.run_support import parse_events, run_count
 from tests.router import router_tools
-from tests.router.http_support import (
-    OUTCOME_KEYS,
-    router_settings,
-    run_body,
-    running,
-    settled,
-    stored_audit,
-    stored_receipts,
-    stored_run,
-)
+from tests.router.http_support import OUTCOME_KEYS, router_settings, run_body
+from tests.support.app import running, settled, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
+from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
@@ -48,14 +41,14 @@ def held() -> bool:
 
 
 async def ended(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
-    """GET /runs/{run_id}, polled a bounded number of times until the run is not running."""
-    for _ in range(2000):
+    """GET /runs/{run_id} once the run is not running."""
+
+    async def read() -> dict[str, Any] | None:
         response = await client.get(f"/runs/{run_id}")
         assert response.status_code == 200
-        if response.json()["status"] != "running":
-            return dict(response.json())
-        await asyncio.sleep(0.005)
-    raise AssertionError("the run never ended")
+        return None if response.json()["status"] == "running" else dict(response.json())
+
+    return await wait_for(read, f"run {run_id} ended")
 
 
 async def running_run_id(app: FastAPI) -> str:
@@ -165,7 +158,7 @@ class TestIdempotency:
             openai_calls(("c1", "hold", {"gate": "g"})), openai_text("ok"), openai_text("a")
         )
         first = asyncio.create_task(client.post("/router/runs", json=waiter(), headers=key("k")))
-        await until(held)
+        await wait_for(held)
 
         busy = await client.post("/router/runs", json=waiter(), headers=key("k"))
         assert busy.status_code == 409
@@ -195,7 +188,7 @@ class TestIdempotency:
             asyncio.create_task(client.post("/router/runs", json=waiter(), headers=key("k")))
             for _ in range(6)
         ]
-        await until(lambda: held() and sum(p.done() for p in posts) == 5)
+        await wait_for(lambda: held() and sum(p.done() for p in posts) == 5)
         router_tools.release("g")
         responses = await asyncio.gather(*posts)
 
@@ -226,7 +219,7 @@ class TestCancel:
     ) -> None:
         model.script(openai_calls(("c1", "hold", {"gate": "g"})))
         waiting = asyncio.create_task(client.post("/router/runs", json=waiter(), headers=key("k")))
-        await until(held)
+        await wait_for(held)
         run_id = await running_run_id(app)
 
         cancelled = await client.post(f"/runs/{run_id}/cancel")
@@ -321,7 +314,7 @@ class TestCancel:
 
         assert decided.json()["run_status"] == "running"
         assert app.state.runtime.runs.get(run_id) is not None
-        await until(held)
+        await wait_for(held)
         cancelled = await client.post(f"/runs/{run_id}/cancel")
         assert cancelled.json() == {"run_id": run_id, "status": "cancelled"}
         run = await stored_run(app, run_id)
@@ -366,7 +359,7 @@ class TestCancelAcrossCallers:
                 "/router/runs", json=waiter(), headers={**auth("alice"), **ASYNC}
             )
             run_id = started.json()["run_id"]
-            await until(held)
+            await wait_for(held)
             by_bob = await client.post(f"/runs/{run_id}/cancel", headers=auth("bob"))
             by_operator = await client.post(f"/runs/{run_id}/cancel", headers=auth("operator"))
             by_alice = await client.post(f"/runs/{run_id}/cancel", headers=auth("alice"))
@@ -392,10 +385,10 @@ async def test_the_events_stream_sends_each_receipt_then_the_end(
     )
     started = await client.post("/router/runs", json=waiter(), headers=ASYNC)
     run_id = started.json()["run_id"]
-    await until(held)
+    await wait_for(held)
     hub = app.state.runtime.events
     stream = asyncio.create_task(client.get(f"/runs/{run_id}/events"))
-    await until(lambda: hub.subscriber_count(run_id) > 0)
+    await wait_for(lambda: hub.subscriber_count(run_id) > 0)
 
     router_tools.release("g")
     response = await stream
@@ -416,7 +409,7 @@ async def test_shutdown_ends_background_router_runs_interrupted(
     model.script(openai_calls(("c1", "hold", {"gate": "g"})))
     async with running(settings) as (_, client):
         started = await client.post("/router/runs", json=waiter(), headers=ASYNC)
-        await until(held)
+        await wait_for(held)
     run_id = started.json()["run_id"]
 
     database = create_database_engine(settings.database_url)

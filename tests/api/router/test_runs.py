@@ -11,15 +11,8 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 from app.store.repositories.runs import RunRepository
-from tests.router.http_support import (
-    OUTCOME_KEYS,
-    router_settings,
-    run_body,
-    running,
-    stored_audit,
-    stored_receipts,
-    stored_run,
-)
+from tests.router.http_support import OUTCOME_KEYS, router_settings, run_body
+from tests.support.app import running, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, anthropic_text, openai_calls, openai_text, serve
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "registries"

@@ -12,7 +12,8 @@ import pytest
 from app.service.errors import ROUTER_UNAVAILABLE
 from app.settings import Settings
 from tests.router.harness import PROMPTS_DIR
-from tests.router.http_support import router_settings, run_body, running
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running
 
 PLAN = {"owner": "agent", "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "x"}}]}
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from tests.api.router.test_confirmations import SECRET_TITLE, start_pending
 from tests.router import router_tools
-from tests.router.http_support import settled, stored_audit, stored_receipts, stored_run
+from tests.support.app import settled, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, openai_text
 
 

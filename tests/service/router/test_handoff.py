@@ -13,7 +13,8 @@ from app.contract.canonical import fingerprint
 from app.engine.engine import Engine
 from app.engine.receipt import Receipt
 from app.engine.run import RunState
-from tests.router.http_support import router_settings, run_body, running
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 pytestmark = pytest.mark.usefixtures("fresh_router_tools")

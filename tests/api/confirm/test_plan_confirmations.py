@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
-import pytest
 from fastapi import FastAPI
 
-from app.settings import Settings
-from tests.api import confirm_tools
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
-    confirm_settings,
+from tests.api.confirm import tools
+from tests.api.confirm.support import (
     launch,
     parallel,
     sequential,
     step,
     stored_confirmations,
 )
-from tests.router.http_support import running, stored_audit, stored_receipts, stored_run
+from tests.support.app import stored_audit, stored_receipts, stored_run
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
-
-
-@pytest.fixture
-def settings(tmp_path: Path, database_url: str) -> Settings:
-    return confirm_settings(tmp_path, database_url)
-
-
-@pytest.fixture
-async def served(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    async with running(settings) as (app, client):
-        yield app, client
 
 
 async def test_a_sequential_plan_pauses_before_the_call_and_keeps_the_receipts_before_it(
@@ -53,7 +35,7 @@ async def test_a_sequential_plan_pauses_before_the_call_and_keeps_the_receipts_b
     (pending,) = body["pending"]
     assert set(pending) == {"confirmation_id", "call_key", "item_key", "tool", "args_digest"}
     assert (pending["call_key"], pending["item_key"], pending["tool"]) == ("b", None, "launch")
-    assert confirm_tools.calls == {"a": 1}
+    assert tools.calls == {"a": 1}
     run = await stored_run(app, body["plan_id"])
     assert run.status == "pending"
     assert [r.call_key for r in await stored_receipts(app, body["plan_id"])] == ["a"]
@@ -93,7 +75,7 @@ async def test_a_parallel_plan_waits_in_one_lane_while_the_others_finish(
         ("x", "x2"),
         ("z", "z1"),
     ]
-    assert confirm_tools.calls == {"x1": 1, "y1": 1, "y2": 1}
+    assert tools.calls == {"x1": 1, "y1": 1, "y2": 1}
     assert (await stored_run(app, body["plan_id"])).status == "pending"
     kept = await stored_confirmations(app, body["plan_id"])
     assert [(c.item_key, c.call_key, c.seq) for c in kept] == [("x", "x2", 1), ("z", "z1", 5)]

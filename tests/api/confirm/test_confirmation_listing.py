@@ -8,15 +8,14 @@ from typing import Any
 import httpx
 
 from app.api.auth import create_key
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
+from tests.api.confirm.support import (
     confirm_settings,
     decide,
     launch,
     sequential,
     step,
 )
-from tests.router.http_support import running
+from tests.support.app import running
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
 

@@ -1,15 +1,11 @@
 """A registry with a tool that requires confirmation, for the confirmation tests."""
 
-from __future__ import annotations
-
-from pathlib import Path
-
 REGISTRY = """\
 subagents:
   tester:
     tools:
       step:
-        callable: tests.api.confirm_tools:step
+        callable: tests.api.confirm.tools:step
         description: Count a call by label.
         input_schema:
           type: object
@@ -19,7 +15,7 @@ subagents:
         output_schema: {type: object}
         effect: read
       launch:
-        callable: tests.api.confirm_tools:step
+        callable: tests.api.confirm.tools:step
         description: The same, only once a person approved the exact call.
         input_schema:
           type: object
@@ -30,7 +26,7 @@ subagents:
         redact: [secret]
         requires_confirmation: true
       peek:
-        callable: tests.api.confirm_tools:step
+        callable: tests.api.confirm.tools:step
         description: A read that still needs a person's approval.
         input_schema:
           type: object
@@ -45,9 +41,3 @@ subagents:
       max_calls: 10
       tool_timeout_s: 5
 """
-
-
-def write_registry(directory: Path) -> Path:
-    path = directory / "confirm.yml"
-    path.write_text(REGISTRY)
-    return path

@@ -3,40 +3,21 @@ a rejection gives a `denied` receipt and skips the rest of its sequence or lane.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
-import pytest
 from fastapi import FastAPI
 
-from app.settings import Settings
-from tests.api import confirm_tools
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
-    confirm_settings,
+from tests.api.confirm import tools
+from tests.api.confirm.support import (
     decide,
-    finished,
     launch,
     parallel,
     sequential,
     step,
     stored_confirmations,
 )
-from tests.router.http_support import running, stored_audit
+from tests.support.app import settled, stored_audit
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
-
-
-@pytest.fixture
-def settings(tmp_path: Path, database_url: str) -> Settings:
-    return confirm_settings(tmp_path, database_url)
-
-
-@pytest.fixture
-async def served(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    async with running(settings) as (app, client):
-        yield app, client
 
 
 async def test_an_approval_runs_the_call_and_the_rest_of_the_plan(
@@ -52,7 +33,7 @@ async def test_an_approval_runs_the_call_and_the_rest_of_the_plan(
     run_id = body["plan_id"]
 
     decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], True, "ok")
-    await finished(app, run_id)
+    await settled(app, run_id)
 
     assert decision.status_code == 202
     assert decision.json() == {
@@ -61,7 +42,7 @@ async def test_an_approval_runs_the_call_and_the_rest_of_the_plan(
         "decision": "approved",
         "run_status": "running",
     }
-    assert confirm_tools.calls == {"a": 1, "b": 1, "c": 1}
+    assert tools.calls == {"a": 1, "b": 1, "c": 1}
     run = (await client.get(f"/runs/{run_id}")).json()
     assert run["status"] == "succeeded"
     receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
@@ -91,11 +72,11 @@ async def test_a_rejection_denies_the_call_and_skips_the_rest_of_the_sequence(
     run_id = body["plan_id"]
 
     decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], False, "no")
-    await finished(app, run_id)
+    await settled(app, run_id)
 
     assert decision.status_code == 202
     assert decision.json()["decision"] == "rejected"
-    assert confirm_tools.calls == {"a": 1}
+    assert tools.calls == {"a": 1}
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "failed"
     receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
     assert [(r["call_key"], r["status"]) for r in receipts] == [
@@ -125,16 +106,16 @@ async def test_a_parallel_plan_goes_on_only_after_its_last_decision(
     x2, z1 = (p["confirmation_id"] for p in body["pending"])
 
     first = await decide(client, run_id, x2, True)
-    await finished(app, run_id)
+    await settled(app, run_id)
     assert first.json()["run_status"] == "pending"
-    assert confirm_tools.calls == {"x1": 1, "y1": 1}
+    assert tools.calls == {"x1": 1, "y1": 1}
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
 
     last = await decide(client, run_id, z1, False, "not this one")
-    await finished(app, run_id)
+    await settled(app, run_id)
 
     assert last.json()["run_status"] == "running"
-    assert confirm_tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
+    assert tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "failed"
     receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
     assert [(r["item_key"], r["call_key"], r["status"]) for r in receipts] == [
@@ -177,7 +158,7 @@ async def test_a_waiting_plan_can_be_cancelled_and_then_not_decided(
     (kept,) = await stored_confirmations(app, run_id)
     assert (kept.status, kept.args) == ("refused", None)
     assert late.status_code == 409
-    assert confirm_tools.calls == {"a": 1}
+    assert tools.calls == {"a": 1}
 
 
 async def test_a_continued_plan_pauses_again_at_its_next_waiting_call(
@@ -192,18 +173,18 @@ async def test_a_continued_plan_pauses_again_at_its_next_waiting_call(
     run_id = body["plan_id"]
 
     await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
-    await finished(app, run_id)
+    await settled(app, run_id)
     paused_again = (await client.get("/confirmations", params={"status": "pending"})).json()
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
-    assert confirm_tools.calls == {"a": 1, "b": 1}
+    assert tools.calls == {"a": 1, "b": 1}
     (second,) = paused_again["items"]
     assert second["call_key"] == "c"
 
     await decide(client, run_id, second["confirmation_id"], True)
-    await finished(app, run_id)
+    await settled(app, run_id)
 
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
-    assert confirm_tools.calls == {"a": 1, "b": 1, "c": 1, "d": 1}
+    assert tools.calls == {"a": 1, "b": 1, "c": 1, "d": 1}
     receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
     assert [(r["call_key"], r["status"]) for r in receipts] == [
         ("a", "succeeded"),
@@ -228,7 +209,7 @@ async def test_a_plan_of_reads_waits_too_with_its_start_recorded(
     assert body["status"] == "pending"
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "pending"
     await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
-    await finished(app, run_id)
+    await settled(app, run_id)
 
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
-    assert confirm_tools.calls == {"a": 1, "p": 1}
+    assert tools.calls == {"a": 1, "p": 1}

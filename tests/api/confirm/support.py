@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from app.settings import Settings
 from app.store.models import Confirmation
 from app.store.repositories.router_runs import RouterRunRepository
-from tests.api import confirm_tools
-from tests.api.confirm_registry import write_registry
+from tests.api.confirm.registry import REGISTRY
+from tests.support.app import AppFactory
 
 
-@pytest.fixture(autouse=True)
-def _counted() -> Iterator[None]:
-    confirm_tools.reset()
-    yield
-    confirm_tools.reset()
-
-
-def confirm_settings(tmp_path: Path, database_url: str, **overrides: Any) -> Settings:
-    return Settings(registries=[write_registry(tmp_path)], database_url=database_url, **overrides)
+def confirm_settings(directory: Path, database_url: str, **overrides: Any) -> Settings:
+    return AppFactory(database_url, directory).settings(REGISTRY, **overrides)
 
 
 def step(label: str, **extra: Any) -> dict[str, Any]:
@@ -66,10 +57,3 @@ async def decide(
 async def stored_confirmations(app: FastAPI, run_id: str) -> list[Confirmation]:
     async with app.state.runtime.sessions() as session:
         return await RouterRunRepository(session).confirmations(run_id)
-
-
-async def finished(app: FastAPI, run_id: str) -> None:
-    """Wait until the run's task under the supervisor, if it has one, ended."""
-    handle = app.state.runtime.runs.get(run_id)
-    if handle is not None:
-        await handle.wait()

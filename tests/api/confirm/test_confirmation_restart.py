@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.api import confirm_tools
-from tests.api.confirm_registry import REGISTRY
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
+from tests.api.confirm import tools
+from tests.api.confirm.registry import REGISTRY
+from tests.api.confirm.support import (
     confirm_settings,
     decide,
-    finished,
     launch,
     parallel,
     step,
     stored_confirmations,
 )
-from tests.router.http_support import running, stored_run
+from tests.support.app import running, settled, stored_run
 
 
 async def test_an_approval_after_a_restart_finishes_the_run(
@@ -36,7 +34,7 @@ async def test_an_approval_after_a_restart_finishes_the_run(
     async with running(settings) as (app, client):
         waiting = (await stored_run(app, run_id)).status
         decision = await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
-        await finished(app, run_id)
+        await settled(app, run_id)
         run = (await client.get(f"/runs/{run_id}")).json()
         receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
 
@@ -49,7 +47,7 @@ async def test_an_approval_after_a_restart_finishes_the_run(
         ("x3", "succeeded"),
         ("y1", "succeeded"),
     ]
-    assert confirm_tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
+    assert tools.calls == {"x1": 1, "x2": 1, "x3": 1, "y1": 1}
 
 
 async def test_an_approval_under_a_changed_contract_is_refused_and_ends_the_plan(
@@ -72,4 +70,4 @@ async def test_an_approval_under_a_changed_contract_is_refused_and_ends_the_plan
     assert response.status_code == 409
     assert response.json()["type"] == "urn:toolloop:problem:contract-changed"
     assert (run.status, kept.status, kept.args) == ("failed", "refused", None)
-    assert confirm_tools.calls == {"x1": 1}
+    assert tools.calls == {"x1": 1}

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.api import confirm_tools
-from tests.api.confirm_support import (
-    _counted,  # noqa: F401  (an autouse fixture)
+from tests.api.confirm import tools
+from tests.api.confirm.support import (
     confirm_settings,
-    finished,
     launch,
     sequential,
     step,
     stored_confirmations,
 )
-from tests.router.http_support import running, stored_audit, stored_run
+from tests.support.app import running, settled, stored_audit, stored_run
+from tests.support.waiting import wait_for
 
 
 async def test_an_expired_confirmation_is_a_rejection_and_is_audited(
@@ -34,7 +32,7 @@ async def test_an_expired_confirmation_is_a_rejection_and_is_audited(
 
         not_yet = await expiry.expire(datetime.now(UTC))
         later = await expiry.expire(datetime.now(UTC) + timedelta(seconds=61))
-        await finished(app, run_id)
+        await settled(app, run_id)
         run = await stored_run(app, run_id)
         receipts = (await client.get(f"/runs/{run_id}/receipts")).json()["items"]
         (kept,) = await stored_confirmations(app, run_id)
@@ -49,7 +47,7 @@ async def test_an_expired_confirmation_is_a_rejection_and_is_audited(
     (event,) = expired
     assert event.detail["decision"] == "expired"
     assert [i["confirmation_id"] for i in listed["items"]] == [kept.id]
-    assert confirm_tools.calls == {}
+    assert tools.calls == {}
 
 
 async def test_the_periodic_sweep_expires_what_waits_longer_than_the_ttl(
@@ -61,12 +59,12 @@ async def test_the_periodic_sweep_expires_what_waits_longer_than_the_ttl(
     async with running(settings) as (_, client):
         body = (await client.post("/plans/sequential", json=sequential(launch("b")))).json()
         run_id = body["plan_id"]
-        status = "pending"
-        for _ in range(500):  # bounded: the sweep runs every 10 ms
+
+        async def ended() -> str | None:
             status = (await client.get(f"/runs/{run_id}")).json()["status"]
-            if status not in ("pending", "running"):
-                break
-            await asyncio.sleep(0.01)
+            return None if status in ("pending", "running") else str(status)
+
+        status = await wait_for(ended, "the sweep ended the run")
 
     assert body["status"] == "pending"
     assert status == "failed"
