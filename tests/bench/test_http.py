@@ -3,8 +3,6 @@ PostgreSQL's checkpoints and backends."""
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 from prometheus_client import generate_latest
@@ -13,6 +11,7 @@ from sqlalchemy.engine import make_url
 from app.observability.metrics import REGISTRY
 from app.observability.receipts import record_receipt_commit
 from bench.http import _BACKEND_CPU, SLOW_COMMITS, _database_counters, writer_commits
+from tests.support.waiting import wait_for_sync
 
 
 @pytest.mark.postgres
@@ -26,11 +25,10 @@ def test_the_counters_count_a_checkpoint_and_the_buffers_it_wrote(postgres_url: 
             before = read()
             connection.execute("CHECKPOINT")
         # The checkpointer reports its statistics just after the checkpoint ends.
-        for _ in range(200):  # a bound on the wait, not a timing assertion
-            after = read()
-            if after["checkpoints"] > before["checkpoints"]:
-                break
-            time.sleep(0.05)
+        after = wait_for_sync(
+            lambda: (now := read())["checkpoints"] > before["checkpoints"] and now,
+            "the checkpoint is counted",
+        )
     finally:
         close()
     assert after["checkpoints"] >= before["checkpoints"] + 1

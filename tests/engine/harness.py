@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from app.engine.ports import AuditKind, ReceiptSink
 from app.engine.preflight import preflight_parallel, preflight_sequential
 from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
+from tests.support.waiting import wait_for
 
 OWNER = "worker"
 OTHER = "other"
@@ -145,6 +147,7 @@ def build_harness(
     receipts: ReceiptSink | None = None,
     cache: MemoryCacheStore | None = None,
     clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
     worker_threads: int = 4,
 ) -> Harness:
     store = cache if cache is not None else MemoryCacheStore()
@@ -153,6 +156,8 @@ def build_harness(
     options: dict[str, Any] = {}
     if clock is not None:
         options["clock"] = clock
+    if rng is not None:
+        options["rng"] = rng
     engine = Engine(
         contract,
         receipts=sink,
@@ -164,10 +169,4 @@ def build_harness(
     return Harness(contract, engine, sink, audit, store)
 
 
-async def until(condition: Callable[[], Any], *, turns: int = 100_000) -> None:
-    """Yield to the event loop until `condition()` holds (bounded: never hangs a test)."""
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never became true")
+until = functools.partial(wait_for, every_s=0)

@@ -9,7 +9,8 @@ import pytest
 
 from app.engine.receipt import ErrorKind, Status
 from tests.engine import engine_tools
-from tests.engine.harness import tool, until
+from tests.engine.harness import tool
+from tests.support.waiting import wait_for
 
 
 async def test_cancelling_a_sequential_plan(make_harness: Any) -> None:
@@ -44,7 +45,7 @@ async def test_cancelling_a_parallel_plan_gives_every_call_a_receipt(make_harnes
             max_concurrency=2,
         )
     )
-    await until(lambda: engine_tools.STATE.calls.get("h") == 2)
+    await wait_for(lambda: engine_tools.STATE.calls.get("h") == 2, every_s=0)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
@@ -89,7 +90,7 @@ async def test_a_call_waiting_for_admission_is_skipped(make_harness: Any) -> Non
     holder = asyncio.create_task(harness.sequential([("1", "h", {})]))
     await engine_tools.STATE.started.wait()
     waiter = asyncio.create_task(harness.sequential([("1", "h", {})]))
-    await until(lambda: harness.events())  # the holder's started event
+    await wait_for(lambda: harness.events(), every_s=0)  # the holder's started event
     for _ in range(5):
         await asyncio.sleep(0)
     waiter.cancel()

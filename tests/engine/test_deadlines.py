@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from app.engine.watchdog import Deadlines, Watchdog, WatchdogExpired
-from tests.engine.harness import until
+from tests.support.waiting import wait_for
 
 
 async def test_an_overdue_await_is_cancelled_and_reported_as_expired() -> None:
@@ -77,7 +77,7 @@ async def test_an_outside_cancellation_racing_the_expiry_still_propagates() -> N
             await asyncio.Event().wait()
 
     task = asyncio.create_task(call())
-    await until(lambda: armed)
+    await wait_for(lambda: armed, every_s=0)
     armed[0].expire()  # what the timer does; then someone else cancels before the task resumes
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -91,7 +91,7 @@ async def test_finished_entries_do_not_pile_up_behind_a_long_call() -> None:
         for _ in range(10_000):
             with deadlines.arm(loop.time() + 30.0):
                 pass
-        assert len(deadlines._heap) <= 2 * 1 + 64 + 1
+        assert deadlines.pending <= 2 * 1 + 64 + 1
 
 
 async def test_finished_entries_behind_an_earlier_deadline_are_dropped_in_rebuilds() -> None:
@@ -101,6 +101,6 @@ async def test_finished_entries_behind_an_earlier_deadline_are_dropped_in_rebuil
         for _ in range(10_000):
             with deadlines.arm(loop.time() + 60.0):  # finishes behind it
                 # This entry and the long one were live at the last rebuild.
-                assert len(deadlines._heap) <= 2 * 2 + 64 + 1
+                assert deadlines.pending <= 2 * 2 + 64 + 1
         assert deadlines.pending <= 2 * 2 + 64 + 1
     assert deadlines.pending == 0

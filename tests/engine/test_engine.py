@@ -242,8 +242,9 @@ async def test_a_cancelled_run_settles_nothing(make_harness: Any) -> None:
     async def settle() -> None:
         seen.append(await harness.engine.settle_sequential(run, plan, [{}]))
 
+    engine_tools.STATE.started = asyncio.Event()
     task = asyncio.create_task(settle())
-    await asyncio.sleep(0.05)
+    await engine_tools.STATE.started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

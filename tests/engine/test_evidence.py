@@ -9,7 +9,8 @@ from app.engine.ports import AuditKind, CachedOutput
 from app.engine.receipt import Receipt, Status
 from app.store.journal.events import audit_event_rows
 from tests.engine import engine_tools
-from tests.engine.harness import tool, until
+from tests.engine.harness import tool
+from tests.support.waiting import wait_for
 
 
 class GatedSink:
@@ -42,7 +43,7 @@ async def test_hook_runs_after_the_receipt_is_durable_and_gets_the_redacted_copy
     )
 
     running = asyncio.create_task(harness.sequential([("1", "s", {"note": "n"})]))
-    await until(lambda: sink.receipts)
+    await wait_for(lambda: sink.receipts, every_s=0)
     for _ in range(10):
         await asyncio.sleep(0)
     assert engine_tools.STATE.evidence == []

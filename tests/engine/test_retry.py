@@ -143,8 +143,7 @@ async def test_timed_out_idempotent_or_read_call_is_retried(make_harness: Any, e
 
 async def test_no_retry_when_the_backoff_would_outlast_the_deadline(make_harness: Any) -> None:
     retry = {"max_attempts": 5, "backoff_s": 60.0, "backoff_max_s": 60.0}
-    harness = make_harness({"f": tool("fail", retry=retry, **IDEMPOTENT)})
-    harness.engine._pipeline._rng = _MaxRandom()
+    harness = make_harness({"f": tool("fail", retry=retry, **IDEMPOTENT)}, rng=_MaxRandom())
 
     outcome = await harness.sequential([("1", "f", {"message": "x"})], deadline_s=30)
 

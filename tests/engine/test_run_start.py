@@ -15,9 +15,22 @@ from app.engine.preflight import preflight_parallel, preflight_sequential
 from app.engine.receipt import ErrorKind, Status
 from app.engine.sequential import SequentialOutcome
 from tests.engine import engine_tools
-from tests.engine.harness import OWNER, Call, Harness, tool, until
+from tests.engine.harness import OWNER, Call, Harness, tool
+from tests.support.waiting import wait_for
 
 READ = {"effect": "read"}
+
+
+class Start(asyncio.Future[None]):
+    """The run's queued start; `awaited` is set once the run waits for it to be durable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.awaited = asyncio.Event()
+
+    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+        self.awaited.set()
+        super().add_done_callback(fn, context=context)
 
 
 def tools() -> dict[str, Any]:
@@ -70,13 +83,13 @@ async def test_read_calls_run_before_the_start_is_durable_and_the_run_waits_for_
     make_harness: Any,
 ) -> None:
     harness = make_harness(tools())
-    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    started = Start()
 
     run = asyncio.create_task(
         sequential(harness, [("a", "look", {"n": 1}), ("b", "look_sync", {"n": 2})], started)
     )
-    await until(lambda: calls_of("aecho") == 1 and calls_of("echo") == 1)
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: calls_of("aecho") == 1 and calls_of("echo") == 1, every_s=0)
+    await started.awaited.wait()
     assert not run.done()  # every call ran; the start is not durable yet
 
     started.set_result(None)
@@ -87,13 +100,13 @@ async def test_read_calls_run_before_the_start_is_durable_and_the_run_waits_for_
 @pytest.mark.parametrize("name", ["write", "write_once"])
 async def test_a_call_with_effects_waits_for_the_start(make_harness: Any, name: str) -> None:
     harness = make_harness(tools())
-    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    started = Start()
 
     run = asyncio.create_task(
         sequential(harness, [("a", "look", {"n": 1}), ("b", name, {"n": 2})], started)
     )
-    await until(lambda: calls_of("aecho") == 1)
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: calls_of("aecho") == 1, every_s=0)
+    await started.awaited.wait()
     assert calls_of("aecho") == 1  # the read call ran; the other waits
     assert [e.call_key for e in harness.events(AuditKind.CALL_STARTED)] == ["a"]
 
@@ -119,13 +132,13 @@ async def test_a_call_with_effects_dispatched_by_a_read_tool_waits_for_the_start
     make_harness: Any,
 ) -> None:
     harness = make_harness(tools())
-    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    started = Start()
 
     run = asyncio.create_task(
         sequential(harness, [("p", "parent", {"target": "write", "args": {"n": 1}})], started)
     )
-    await until(lambda: len(harness.events(AuditKind.CALL_STARTED)) == 1)
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: len(harness.events(AuditKind.CALL_STARTED)) == 1, every_s=0)
+    await started.awaited.wait()
     assert calls_of("aecho") == 0  # the parent runs; its child waits for the start
 
     started.set_result(None)
@@ -157,7 +170,7 @@ async def test_a_start_failing_while_read_calls_run_stops_the_calls_after_it(
     calls = [(key, "slow", {"delay_s": 0.001, "tag": key}) for key in "abcd"]
 
     run = asyncio.create_task(sequential(harness, calls, started))
-    await until(lambda: len(harness.events(AuditKind.CALL_STARTED)) == 1)
+    await wait_for(lambda: len(harness.events(AuditKind.CALL_STARTED)) == 1, every_s=0)
     started.set_exception(RuntimeError("database gone"))
 
     with pytest.raises(ReceiptWriteFailed, match="the run's start could not be stored"):

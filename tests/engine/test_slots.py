@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from app.engine.admission import Slots
-from tests.engine.harness import until
+from tests.support.waiting import wait_for
 
 
 async def test_free_slots_are_taken_without_waiting_then_callers_queue_in_order() -> None:
@@ -26,7 +26,7 @@ async def test_free_slots_are_taken_without_waiting_then_callers_queue_in_order(
     assert order == []
     slots.give()
     slots.give()
-    await until(lambda: len(order) == 2)
+    await wait_for(lambda: len(order) == 2, every_s=0)
     assert order == [0, 1]
     assert not slots.try_take()  # the third still waits: no slot is free to overtake it
     slots.give()

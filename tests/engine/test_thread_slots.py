@@ -13,6 +13,7 @@ from app.engine.ports import AuditKind
 from app.engine.receipt import ErrorKind, Status
 from tests.engine import thread_tools
 from tests.engine.harness import tool
+from tests.support.waiting import wait_for
 
 TOOLS_MODULE = "tests.engine.thread_tools"
 SLEEP_S = 0.2
@@ -31,11 +32,7 @@ def _fresh_threads() -> Iterator[None]:
 
 
 async def _until_threads_left(count: int) -> None:
-    for _ in range(1000):  # bounded: the sleeps are short
-        if thread_tools.INSIDE.left >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the tool's threads never ended")
+    await wait_for(lambda: thread_tools.INSIDE.left >= count, "the tool's threads ended")
 
 
 async def test_a_timed_out_sync_call_keeps_its_slot_until_its_thread_ends(
@@ -66,10 +63,7 @@ async def test_a_sync_call_that_never_got_a_worker_thread_times_out_not_started(
         worker_threads=1,
     )
     holding = asyncio.create_task(harness.sequential([("1", "hold", {})]))
-    for _ in range(1000):
-        if thread_tools.INSIDE.holding.is_set():
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(thread_tools.INSIDE.holding.is_set, "the thread is held")
 
     outcome = await harness.sequential([("1", "late", {})])
     thread_tools.INSIDE.release.set()
@@ -97,15 +91,12 @@ async def test_a_sync_call_cancelled_while_waiting_for_a_thread_is_not_started(
         worker_threads=1,
     )
     holding = asyncio.create_task(harness.sequential([("1", "hold", {})]))
-    for _ in range(1000):
-        if thread_tools.INSIDE.holding.is_set():
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(thread_tools.INSIDE.holding.is_set, "the thread is held")
     waiting = asyncio.create_task(harness.sequential([("1", "late", {})]))
-    for _ in range(1000):
-        if any(event.tool == "late" for event in harness.events(AuditKind.CALL_STARTED)):
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(
+        lambda: any(event.tool == "late" for event in harness.events(AuditKind.CALL_STARTED)),
+        "the late call started",
+    )
 
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):

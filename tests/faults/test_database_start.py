@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 from tests.conftest import POSTGRES_ENV, POSTGRES_SKIP_REASON
 from tests.faults.registry import sequential, step
 from tests.live_server import ServerProcess, free_port
+from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
@@ -102,10 +103,7 @@ def test_told_to_wait_the_service_becomes_ready_when_the_database_appears(
 
             absent.create()
             created_at = time.perf_counter()
-            for _ in range(600):
-                if client.get("/readyz").status_code == 200:
-                    break
-                time.sleep(0.05)
+            wait_for_sync(lambda: client.get("/readyz").status_code == 200, "ready")
             ready_after_s = time.perf_counter() - created_at
             assert client.get("/readyz").status_code == 200
             done = client.post("/plans/sequential", json=sequential(step("a")))

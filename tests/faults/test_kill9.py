@@ -22,6 +22,7 @@ import pytest
 from tests.faults.fault_tools import CALL_LOG_ENV, GATE_DIR_ENV
 from tests.faults.registry import gate, parallel, read_gate, sequential, server_env, step
 from tests.live_server import ServerProcess
+from tests.support.waiting import wait_for_sync
 
 ASYNC = {"Prefer": "respond-async"}
 ENDED = {"succeeded", "failed", "interrupted"}
@@ -61,14 +62,6 @@ def receipts(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
     return items
 
 
-def poll(condition: Callable[[], bool], *, attempts: int = 600, every_s: float = 0.05) -> None:
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(every_s)
-    raise AssertionError("the condition never held")
-
-
 def test_kill_9_mid_plan_loses_nothing_and_resume_runs_only_the_missing_calls(
     tmp_path: Path, start_server: Callable[[str], ServerProcess], database_url: str
 ) -> None:
@@ -97,7 +90,9 @@ def test_kill_9_mid_plan_loses_nothing_and_resume_runs_only_the_missing_calls(
             kind: client.post(f"/plans/{kind}", json=plan, headers=ASYNC).json()["run_id"]
             for kind, plan in plans.items()
         }
-        poll(lambda: all(len(receipts(client, runs[k])) == n for k, n in committed.items()))
+        wait_for_sync(
+            lambda: all(len(receipts(client, runs[k])) == n for k, n in committed.items())
+        )
         seen = {run_id: receipts(client, run_id) for run_id in runs.values()}
     first.kill()
     (tmp_path / "after-kill").touch()
@@ -106,7 +101,9 @@ def test_kill_9_mid_plan_loses_nothing_and_resume_runs_only_the_missing_calls(
     restarted_at = time.perf_counter()
     second = start_server("second.log")
     with httpx.Client(base_url=second.base, timeout=30) as client:
-        poll(lambda: client.get(f"/runs/{runs['sequential']}").json()["status"] != "running")
+        wait_for_sync(
+            lambda: client.get(f"/runs/{runs['sequential']}").json()["status"] != "running"
+        )
         to_interrupted_s = time.perf_counter() - restarted_at
 
         listed = client.get("/runs", params={"limit": 100}).json()["items"]
@@ -135,7 +132,7 @@ def test_kill_9_mid_plan_loses_nothing_and_resume_runs_only_the_missing_calls(
             f"/runs/{runs['parallel']}/resume", json=plans["parallel"], headers=ASYNC
         )
         assert accepted.status_code == 202, accepted.text
-        poll(lambda: client.get(f"/runs/{runs['parallel']}").json()["status"] != "running")
+        wait_for_sync(lambda: client.get(f"/runs/{runs['parallel']}").json()["status"] != "running")
 
         for kind, run_id in runs.items():
             assert client.get(f"/runs/{run_id}").json()["status"] == "succeeded"
@@ -181,7 +178,7 @@ def test_kill_9_during_a_waited_for_plan_of_reads_leaves_it_interrupted_and_resu
     poster = threading.Thread(target=post)
     poster.start()
     with httpx.Client(base_url=first.base, timeout=10) as client:
-        poll(lambda: len(client.get("/runs", params={"limit": 10}).json()["items"]) == 1)
+        wait_for_sync(lambda: len(client.get("/runs", params={"limit": 10}).json()["items"]) == 1)
         (run,) = client.get("/runs", params={"limit": 10}).json()["items"]
     assert run["status"] == "running"
     first.kill()
@@ -192,7 +189,7 @@ def test_kill_9_during_a_waited_for_plan_of_reads_leaves_it_interrupted_and_resu
 
     second = start_server("second.log")
     with httpx.Client(base_url=second.base, timeout=30) as client:
-        poll(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
+        wait_for_sync(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
         assert client.get(f"/runs/{run['run_id']}").json()["status"] == "interrupted"
         resumed = client.post(f"/runs/{run['run_id']}/resume", json=plan)
         assert resumed.status_code == 200, resumed.text
@@ -219,7 +216,7 @@ def test_a_retry_after_kill_9_learns_its_key_will_never_be_answered(
     poster = threading.Thread(target=post)
     poster.start()
     with httpx.Client(base_url=first.base, timeout=10) as client:
-        poll(lambda: len(executions(tmp_path)) == 2)  # s1 ran, g1 waits at its gate
+        wait_for_sync(lambda: len(executions(tmp_path)) == 2)  # s1 ran, g1 waits at its gate
         busy = client.post("/plans/sequential", json=plan, headers=key)
         (run,) = client.get("/runs", params={"limit": 10}).json()["items"]
     assert busy.status_code == 409
@@ -231,7 +228,7 @@ def test_a_retry_after_kill_9_learns_its_key_will_never_be_answered(
 
     second = start_server("second.log")
     with httpx.Client(base_url=second.base, timeout=30) as client:
-        poll(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
+        wait_for_sync(lambda: client.get(f"/runs/{run['run_id']}").json()["status"] != "running")
         retried = client.post("/plans/sequential", json=plan, headers=key)
         assert retried.status_code == 409, retried.text
         problem = retried.json()

@@ -25,8 +25,9 @@ import pytest
 
 from tests.faults.fault_tools import CALL_LOG_ENV
 from tests.faults.registry import parallel, sequential, server_env, step
-from tests.faults.test_kill9 import executions, poll, receipts
+from tests.faults.test_kill9 import executions, receipts
 from tests.live_server import ServerProcess
+from tests.support.waiting import wait_for_sync
 
 ASYNC = {"Prefer": "respond-async"}
 SLOW_S = 0.25
@@ -158,7 +159,7 @@ def test_a_postgres_restart_mid_run_answers_503_and_loses_no_receipt(
             kind: client.post(f"/plans/{kind}", json=plan, headers=ASYNC).json()["run_id"]
             for kind, plan in plans.items()
         }
-        poll(lambda: all(len(receipts(client, run_id)) >= 2 for run_id in runs.values()))
+        wait_for_sync(lambda: all(len(receipts(client, run_id)) >= 2 for run_id in runs.values()))
         seen = {run_id: receipts(client, run_id) for run_id in runs.values()}
 
         prober = Prober(server.base)
@@ -169,7 +170,9 @@ def test_a_postgres_restart_mid_run_answers_503_and_loses_no_receipt(
         pg_ctlcluster(cluster, "stop")
         stopped = time.perf_counter()
         try:
-            poll(lambda: prober.kinds_answered(503, after=stopped) == PROBE_KINDS, attempts=200)
+            wait_for_sync(
+                lambda: prober.kinds_answered(503, after=stopped) == PROBE_KINDS, bound_s=10
+            )
         except AssertionError:
             answered = prober.kinds_answered(503, after=stopped)
             raise AssertionError(
@@ -180,9 +183,9 @@ def test_a_postgres_restart_mid_run_answers_503_and_loses_no_receipt(
             held_s = time.perf_counter() - stopped
             pg_ctlcluster(cluster, "start")
         restarted = time.perf_counter()
-        poll(lambda: client.get("/readyz").status_code == 200, attempts=1200)
+        wait_for_sync(lambda: client.get("/readyz").status_code == 200, bound_s=60)
         ready_after_s = time.perf_counter() - restarted
-        poll(lambda: prober.kinds_answered(200, after=restarted) == PROBE_KINDS)
+        wait_for_sync(lambda: prober.kinds_answered(200, after=restarted) == PROBE_KINDS)
         recovered_s = max(p.at + p.took_s for p in prober.probes) - restarted
         prober.stop()
         thread.join(timeout=60)
@@ -192,7 +195,7 @@ def test_a_postgres_restart_mid_run_answers_503_and_loses_no_receipt(
                 client.get(f"/runs/{r}").json()["status"] != "running" for r in runs.values()
             )
 
-        poll(ended, attempts=1200)
+        wait_for_sync(ended, bound_s=60)
         statuses = {
             kind: client.get(f"/runs/{run_id}").json()["status"] for kind, run_id in runs.items()
         }

@@ -7,6 +7,7 @@ import pytest
 
 from app.foundation import ids
 from app.foundation.ids import new_receipt_id, new_request_id, new_run_id
+from tests.support.waiting import wait_for_sync
 
 
 @pytest.mark.parametrize("make", [new_receipt_id, new_run_id, new_request_id])
@@ -50,7 +51,8 @@ def test_a_receipt_id_leads_with_its_millisecond() -> None:
 
 def test_receipt_ids_of_later_milliseconds_sort_after_earlier_ones() -> None:
     earlier = [new_receipt_id() for _ in range(5)]
-    time.sleep(0.002)
+    last_ms = int(max(earlier)[:12], 16)
+    wait_for_sync(lambda: time.time_ns() // 1_000_000 > last_ms, "a later millisecond", every_s=0)
     later = [new_receipt_id() for _ in range(5)]
     assert max(earlier) < min(later)
 

@@ -25,6 +25,7 @@ async def harness(tmp_path: Path, model: FakeLLM) -> AsyncIterator[RouterHarness
     receipts, audit = MemoryReceiptSink(), MemoryAuditSink()
     engine = Engine(contract, receipts=receipts, audit=audit, worker_threads=4)
     sleeps: list[float] = []
+    environ = {"TEST_ANTHROPIC_KEY": ANTHROPIC_KEY}
 
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
@@ -36,7 +37,7 @@ async def harness(tmp_path: Path, model: FakeLLM) -> AsyncIterator[RouterHarness
             backoff_s=1.0,
             backoff_max_s=4.0,
             sleep=sleep,
-            environ={"TEST_ANTHROPIC_KEY": ANTHROPIC_KEY},
+            environ=environ,
         )
         yield RouterHarness(
             contract=contract,
@@ -48,5 +49,6 @@ async def harness(tmp_path: Path, model: FakeLLM) -> AsyncIterator[RouterHarness
             llm=llm,
             prompts=load_test_prompts(),
             sleeps=sleeps,
+            environ=environ,
         )
     await engine.aclose()

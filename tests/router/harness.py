@@ -78,6 +78,7 @@ class RouterHarness:
     limits: RouterLimits = field(default_factory=RouterLimits)
     decisions: Decisions = field(default_factory=Decisions)
     sleeps: list[float] = field(default_factory=list)
+    environ: dict[str, str] = field(default_factory=dict)  # the LLM client's environment
     runs: list[RouterRun] = field(default_factory=list)
 
     @property

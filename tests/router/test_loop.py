@@ -10,6 +10,7 @@ from app.router.outcome import RunStatus
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
 from tests.support.fake_llm import openai_calls, openai_text
+from tests.support.waiting import wait_for
 
 
 async def test_a_tool_call_then_an_answer_is_done(harness: RouterHarness) -> None:
@@ -172,10 +173,7 @@ async def test_a_cancelled_turn_leaves_a_receipt_for_every_admitted_call(
         openai_text("never reached"),
     )
     run = asyncio.create_task(harness.start(request(owner="waiter")))
-    for _ in range(1000):
-        if router_tools.CALLS:
-            break
-        await asyncio.sleep(0.005)
+    await wait_for(lambda: router_tools.CALLS, "the first call started")
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run

@@ -157,7 +157,7 @@ async def test_a_transport_fault_that_recovers_is_not_an_error(harness: RouterHa
 
 
 async def test_a_missing_api_key_is_an_llm_error(harness: RouterHarness) -> None:
-    harness.llm._environ = {}
+    harness.environ.clear()
     harness.model.script(openai_text("enough"))
 
     result = await harness.start(request(final_profile="final-anthropic"))

@@ -15,6 +15,7 @@ from app.store.database import create_database_engine, create_session_factory
 from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.runs import RunRepository
+from tests.support.waiting import wait_for
 
 HASH = "sha256:" + "a" * 64
 
@@ -118,10 +119,7 @@ async def test_a_finishing_run_can_no_longer_be_stopped(supervisor: RunSuperviso
     run.finish_gate.clear()
     handle = supervisor.launch(run)
     run.release.set()
-    for _ in range(1000):
-        if "finish" in run.calls:
-            break
-        await asyncio.sleep(0)
+    await wait_for(lambda: "finish" in run.calls, "the run is finishing")
 
     assert not handle.request_stop(CANCELLED)
     run.finish_gate.set()
