@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from bench.child_processes import ended_with_this_process
+from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,11 +55,7 @@ def assert_child_ends_with_killed_run(program: str, *args: str) -> None:
         run.kill()
         run.wait(timeout=30)
 
-        for _ in range(600):  # a bound on the wait, not a timing assertion
-            if has_ended(child):
-                break
-            time.sleep(0.05)
-        assert has_ended(child)
+        wait_for_sync(lambda: has_ended(child), "the child ended with the killed run")
     finally:
         if run.poll() is None:
             run.kill()
@@ -99,20 +95,19 @@ class ServerProcess:
             preexec_fn=ended_with_this_process(),
         )
 
-    def wait_until_answering(self, attempts: int = 300) -> None:
-        """Poll /healthz (bounded); raise with the server's log if it exited or never answered."""
-        for _ in range(attempts):
+    def wait_until_answering(self) -> None:
+        """Poll /healthz (bounded); raise with the server's log if it exited."""
+
+        def answering() -> bool:
             if self.process.poll() is not None:
-                break
+                raise RuntimeError(f"toolloop serve exited: {self.log()[-2000:]}")
             try:
                 httpx.get(f"{self.base}/healthz", timeout=1)
             except httpx.TransportError:
-                time.sleep(0.1)
-                continue
-            return
-        if self.process.poll() is not None:
-            raise RuntimeError(f"toolloop serve exited: {self.log()[-2000:]}")
-        raise RuntimeError("toolloop serve did not answer within the bound")
+                return False
+            return True
+
+        wait_for_sync(answering, "toolloop serve answers /healthz", every_s=0.1)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -1,4 +1,4 @@
-"""Fixtures' helpers for the run-control tests: reading the store and the events stream."""
+"""Helpers of the run-control tests: runs counted and ended, and the events stream read."""
 
 from __future__ import annotations
 
@@ -8,16 +8,8 @@ import orjson
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from app.store.models import Receipt, Run
-from app.store.repositories.receipts import ReceiptRepository
-from app.store.repositories.runs import RunRepository
-
-
-async def run_row(app: FastAPI, run_id: str) -> Run:
-    async with app.state.runtime.sessions() as session:
-        run = await RunRepository(session).get(run_id)
-    assert run is not None
-    return run
+from app.store.models import Run
+from tests.support.app import stored_run
 
 
 async def run_count(app: FastAPI) -> int:
@@ -25,13 +17,8 @@ async def run_count(app: FastAPI) -> int:
         return int(await session.scalar(select(func.count()).select_from(Run)) or 0)
 
 
-async def stored_receipts(app: FastAPI, run_id: str) -> list[Receipt]:
-    async with app.state.runtime.sessions() as session:
-        return await ReceiptRepository(session).list_for_run(run_id)
-
-
 async def run_ended(app: FastAPI, run_id: str) -> bool:
-    return (await run_row(app, run_id)).status != "running"
+    return (await stored_run(app, run_id)).status != "running"
 
 
 def parse_events(text: str) -> list[tuple[str, Any]]:

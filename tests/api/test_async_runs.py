@@ -16,8 +16,8 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import run_ended, run_row, stored_receipts
-from tests.support.app import AppFactory
+from tests.api.run_support import run_ended
+from tests.support.app import AppFactory, stored_receipts, stored_run
 from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
@@ -46,13 +46,13 @@ async def test_respond_async_answers_202_and_the_run_goes_on(
     assert response.json() == {"run_id": run_id, "status": "running"}
     assert response.headers["location"] == f"/runs/{run_id}"
     assert response.headers["preference-applied"] == "respond-async"
-    assert (await run_row(app, run_id)).status == "running"
+    assert (await stored_run(app, run_id)).status == "running"
 
     await wait_for(lambda: run_tools.entered["slow"] == 1)
     run_tools.release("slow")
     await wait_for(lambda: run_ended(app, run_id))
 
-    run = await run_row(app, run_id)
+    run = await stored_run(app, run_id)
     assert (run.status, run.call_count) == ("succeeded", 2)
     receipts = await stored_receipts(app, run_id)
     assert [(r.call_key, r.status) for r in receipts] == [("1", "succeeded"), ("2", "succeeded")]
@@ -93,7 +93,7 @@ async def test_cancelling_a_running_async_plan(app: FastAPI, client: httpx.Async
 
     assert cancelled.status_code == 200
     assert cancelled.json() == {"run_id": run_id, "status": "cancelled"}
-    run = await run_row(app, run_id)
+    run = await stored_run(app, run_id)
     assert run.status == "cancelled"
     assert run.finished_at is not None
     assert run.call_count == 3
@@ -164,7 +164,7 @@ async def test_a_waiting_plan_of_reads_without_a_key_gets_its_cancelled_run(
         ("1", "failed"),
         ("2", "skipped"),
     ]
-    assert (await run_row(app, running.id)).status == "cancelled"
+    assert (await stored_run(app, running.id)).status == "cancelled"
     assert [r.call_key for r in await stored_receipts(app, running.id)] == ["1", "2"]
 
 
@@ -250,7 +250,7 @@ class TestCancelAcrossCallers:
         assert (await client.post(f"/runs/{run_id}/cancel", headers=auth("bob"))).status_code == 404
         by_operator = await client.post(f"/runs/{run_id}/cancel", headers=auth("operator"))
         assert by_operator.status_code == 403
-        assert (await run_row(app, run_id)).status == "running"
+        assert (await stored_run(app, run_id)).status == "running"
 
         by_alice = await client.post(f"/runs/{run_id}/cancel", headers=auth("alice"))
         assert by_alice.json() == {"run_id": run_id, "status": "cancelled"}

@@ -15,8 +15,8 @@ from app.service.plans import service as plan_service
 from app.settings import Settings
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import run_count, run_row
-from tests.support.app import AppFactory
+from tests.api.run_support import run_count
+from tests.support.app import AppFactory, stored_run
 from tests.support.waiting import wait_for
 
 SECRET = "Bearer abcdefghijklmnopqrstuvwxyz0123456789"
@@ -52,7 +52,7 @@ async def test_a_retry_replays_the_stored_response_without_running_anything(
     assert again.json() == first.json()
     assert run_tools.echoed == ["one", "two"]
     assert await run_count(app) == 1
-    run = await run_row(app, first.json()["plan_id"])
+    run = await stored_run(app, first.json()["plan_id"])
     assert run.request_digest is not None
 
 

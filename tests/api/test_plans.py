@@ -12,11 +12,10 @@ from fastapi import FastAPI
 from app.settings import Settings
 from app.store.journal.writer import GroupCommitWriter
 from app.store.repositories.audit import AuditRepository
-from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 from tests.api import plan_tools
 from tests.api.plan_registry import REGISTRY
-from tests.support.app import AppFactory
+from tests.support.app import AppFactory, stored_receipts
 
 
 @pytest.fixture(autouse=True)
@@ -44,11 +43,6 @@ def probe(call_key: str, group: str, delay_s: float, tool: str = "probe") -> dic
         "tool": tool,
         "args": {"group": group, "label": call_key, "delay_s": delay_s},
     }
-
-
-async def stored_receipts(app: FastAPI, run_id: str) -> list[Any]:
-    async with app.state.runtime.sessions() as session:
-        return await ReceiptRepository(session).list_for_run(run_id)
 
 
 async def test_sequential_plan_runs_in_order_and_stores_every_receipt(

@@ -11,8 +11,7 @@ from fastapi import FastAPI
 
 from app.foundation.redaction import REDACTED
 from app.settings import Settings
-from tests.api.run_support import run_row
-from tests.support.app import AppFactory
+from tests.support.app import AppFactory, stored_run
 
 REGISTRY = """\
 subagents:
@@ -72,7 +71,7 @@ async def test_the_context_is_stored_redacted_and_shown_by_the_run(
     run_id = done.json()["plan_id"]
 
     run = (await client.get(f"/runs/{run_id}")).json()
-    stored = await run_row(app, run_id)
+    stored = await stored_run(app, run_id)
 
     assert run["context"] == REDACTED_CONTEXT
     assert stored.context == REDACTED_CONTEXT

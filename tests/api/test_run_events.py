@@ -19,8 +19,8 @@ from app.store.journal.session import insert as journal_insert
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, echo, gate, parallel, sequential
-from tests.api.run_support import parse_events, stored_receipts
-from tests.support.app import AppFactory
+from tests.api.run_support import parse_events
+from tests.support.app import AppFactory, stored_receipts
 from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}

@@ -18,8 +18,8 @@ from app.settings import Settings
 from app.store.repositories.runs import RunRepository
 from tests.api import run_tools
 from tests.api.run_registry import REGISTRY, gate, sequential
-from tests.api.run_support import parse_events, run_row
-from tests.support.app import AppFactory
+from tests.api.run_support import parse_events
+from tests.support.app import AppFactory, stored_run
 from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
@@ -54,7 +54,7 @@ async def test_a_shutdown_ends_a_local_runs_stream_interrupted(
 
     assert events[-1] == ("end", {"run_id": run_id, "status": "interrupted"})
     assert [data["status"] for kind, data in events if kind == "receipt"] == ["failed"]
-    assert (await run_row(app, run_id)).status == "interrupted"
+    assert (await stored_run(app, run_id)).status == "interrupted"
 
 
 async def test_a_shutdown_ends_the_stream_of_a_run_going_on_elsewhere(app: FastAPI) -> None:

@@ -17,15 +17,11 @@ from app.api.auth import create_key
 from app.settings import Settings
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.receipts import ReceiptRepository
-from tests.api.run_support import (
-    parse_events,
-    run_ended,
-    run_row,
-    stored_receipts,
-)
+from tests.api.run_support import parse_events, run_ended
 from tests.faults import fault_tools
 from tests.faults.registry import hold, parallel, sequential, step, write_registry
 from tests.faults.service import service
+from tests.support.app import stored_receipts, stored_run
 from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
@@ -65,7 +61,7 @@ async def test_a_sequential_run_resumes_from_its_first_call_that_did_not_succeed
     assert fault_tools.calls == keys_of(run_id, 0, 1, 2)
 
     async with service(settings) as (app, client):
-        assert (await run_row(app, run_id)).status == "interrupted"
+        assert (await stored_run(app, run_id)).status == "interrupted"
         before = await stored_receipts(app, run_id)
         assert [(r.call_key, r.status) for r in before] == [
             ("a", "succeeded"),
@@ -93,7 +89,7 @@ async def test_a_sequential_run_resumes_from_its_first_call_that_did_not_succeed
         after = await stored_receipts(app, run_id)
         assert [r.id for r in after] == [r["receipt_id"] for r in body["receipts"]]
         assert [r.idempotency_key for r in after] == keys_of(run_id, 0, 1, 2, 3)
-        assert (await run_row(app, run_id)).status == "succeeded"
+        assert (await stored_run(app, run_id)).status == "succeeded"
 
         events = await audit(client, run_id)
         superseded = [e for e in events if e["kind"] == "receipt.superseded"]
@@ -144,7 +140,7 @@ async def test_each_lane_resumes_from_its_own_first_call_that_did_not_succeed(
         assert accepted.json() == {"run_id": run_id, "status": "running"}
         await wait_for(lambda: run_ended(app, run_id))
 
-        run = await run_row(app, run_id)
+        run = await stored_run(app, run_id)
         assert (run.status, run.call_count) == ("succeeded", 6)
         assert fault_tools.calls[4:] == keys_of(run_id, 3, 4, 5)
         after = await stored_receipts(app, run_id)

@@ -6,13 +6,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import orjson
 
 from tests.observability.conftest import EXAMPLE_REGISTRY
+from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-" + "serveSECRET0123456789abcdef"
@@ -26,15 +26,15 @@ def _free_port() -> int:
 
 
 def _wait_until_serving(base: str, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(300):
+    def answering() -> bool:
+        assert process.poll() is None, "toolloop serve exited"
         try:
             httpx.get(f"{base}/healthz", timeout=1)
         except httpx.TransportError:
-            assert process.poll() is None, "toolloop serve exited"
-            time.sleep(0.1)
-            continue
-        return
-    raise AssertionError("toolloop serve did not answer")
+            return False
+        return True
+
+    wait_for_sync(answering, "toolloop serve answers /healthz", every_s=0.1)
 
 
 def test_serve_logs_json_lines_with_the_request_id(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.api.app import create_app
 from app.settings import Settings
 from tests.router import router_tools
-from tests.support.app import AppFactory, running
+from tests.support.app import AppFactory
 from tests.support.fake_llm import FakeLLM, serve
 
 
@@ -45,7 +46,8 @@ def make_app(database_url: str, tmp_path: Path) -> AppFactory:
 @pytest.fixture
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
     """The app of the `settings` fixture, started (each package or file sets `settings`)."""
-    async with running(settings) as (app, _):
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
         yield app
 
 

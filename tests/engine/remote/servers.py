@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import yaml
 from mcp import Client
 
 from tests.live_server import REPO, free_port
+from tests.support.waiting import wait_for_sync
 
 # What the v1 server lists, as `toolloop registry import-mcp` pins it.
 ECHO_PIN: dict[str, Any] = {
@@ -103,14 +103,15 @@ class McpTestServer:
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
-        for _ in range(500):  # a bound on the wait for the port, not a timing assertion
-            if self.process.poll() is not None:
+        process = self.process
+
+        def listening() -> bool:
+            if process.poll() is not None:
                 raise RuntimeError("the MCP test server exited")
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.02)
-        raise RuntimeError("the MCP test server did not start listening")
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for_sync(listening, "the MCP test server listens", every_s=0.02)
 
     def stop(self) -> None:
         if self.process is not None:
