@@ -201,8 +201,8 @@ async def test_a_tool_that_needs_approval_waits_for_it_and_runs_once_approved(
         )
     assert decided.status_code == 202, decided.text
     await wait_for(
-        lambda: open_server.get(f"/runs/{run_id}").json()["status"] != "pending",
-        "the run continued",
+        lambda: open_server.get(f"/runs/{run_id}").json()["status"] not in ("pending", "running"),
+        "the run went on and ended",
         every_s=0.05,
     )
     (receipt,) = open_server.get(f"/runs/{run_id}/receipts").json()["items"]
