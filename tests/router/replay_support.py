@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 REGISTRIES = Path(__file__).resolve().parents[2] / "registries"
 EXAMPLE = REGISTRIES / "example.yml"

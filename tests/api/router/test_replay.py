@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 from app.store.repositories.router_recordings import RouterRecordingRepository
-from tests.router.http_support import run_body, running
+from tests.router.http_support import run_body
 from tests.router.replay_support import (
     EXAMPLE,
     EXAMPLE_PROFILES,
@@ -31,8 +31,8 @@ from tests.router.replay_support import (
     replay_profiles,
     tour_replay,
 )
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, profiles_yaml
+from tests.support.app import running
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml
 
 
 def example(database_url: str, profiles: Path, registry: Path = EXAMPLE) -> Settings:
@@ -44,10 +44,10 @@ def receipts_of(body: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 async def test_a_recorded_run_replays_exactly_and_a_changed_guardrail_is_named(
-    database_url: str, tmp_path: Path, model: ScriptedServer
+    database_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     scripted = tmp_path / "profiles.yml"
-    scripted.write_text(profiles_yaml(model.base_url))
+    scripted.write_text(profiles_yaml(model_url))
     model.script(*TOUR_REPLIES)
     async with running(example(database_url, scripted)) as (_, client):
         recorded = (await client.post("/router/runs", json=TOUR)).json()
@@ -55,7 +55,7 @@ async def test_a_recorded_run_replays_exactly_and_a_changed_guardrail_is_named(
 
     profiles = replay_profiles(
         tmp_path / "replay.yml",
-        profiles_yaml(model.base_url),
+        profiles_yaml(model_url),
         recorded={"run_id": recorded["run_id"]},
     )
     async with running(example(database_url, profiles)) as (_, client):
@@ -199,7 +199,7 @@ SECRET = "sk-" + "Q" * 32
 
 
 async def test_every_reply_is_recorded_redacted_failures_too_and_replays_exactly(
-    app: FastAPI, client: httpx.AsyncClient, model: ScriptedServer
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.script(openai_calls(("c1", "echo", {"text": "hi", "secret": "hunter2"})))
     model.reply(b"not a chat completion")
