@@ -5,26 +5,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 from pydantic import ValidationError
 
 from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
 from app.contract import Contract, RegistryError, load_contract
 from app.settings import Settings
-from app.store.database import DatabaseUnavailable, check_database, create_database_engine
+from app.store.database import (
+    DatabaseUnavailable,
+    check_database,
+    create_database_engine,
+    create_session_factory,
+)
 from app.store.migrate import upgrade_database
 
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
+    from app.service.router.backtest import BacktestReport
+
 # uvicorn's exit status when the application failed to start.
 STARTUP_FAILURE = 3
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _settings_flags(parser: argparse.ArgumentParser, *, registries: bool = True) -> None:
@@ -121,6 +132,20 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--profiles", type=Path, help="model profiles YAML (env TOOLLOOP_PROFILES)")
     replay.add_argument("--prompts-dir", type=Path, help="prompt files (env TOOLLOOP_PROMPTS_DIR)")
 
+    policy = commands.add_parser("policy", help="guardrails over stored calls")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    backtest = policy_commands.add_parser(
+        "backtest", help="run a guardrail over stored router calls: what it would have denied"
+    )
+    _settings_flags(backtest)
+    backtest.add_argument("--guardrail", required=True, help="a guardrail of the registries")
+    backtest.add_argument("--since", required=True, type=_instant, help="RFC 3339, inclusive")
+    backtest.add_argument("--until", type=_instant, help="RFC 3339, exclusive (default: now)")
+    backtest.add_argument(
+        "--timeout-s", type=float, default=5.0, help="per call of the guardrail (default 5)"
+    )
+    backtest.add_argument("--json", action="store_true", help="print the report as JSON")
+
     registry = commands.add_parser("registry", help="registry tools for App authors")
     registry_commands = registry.add_subparsers(dest="registry_command", required=True)
     check = registry_commands.add_parser("check", help="validate registries, print the hash")
@@ -144,6 +169,14 @@ def _build_parser() -> argparse.ArgumentParser:
         "--timeout-s", type=float, default=30.0, help="how long to wait for the server"
     )
     return parser
+
+
+def _instant(value: str) -> datetime:
+    if _RFC3339.fullmatch(value) is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an RFC 3339 date-time with an offset, e.g. 2026-01-01T00:00:00Z"
+        )
+    return datetime.fromisoformat(value).astimezone(UTC)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -326,6 +359,50 @@ def _router_replay(settings: Settings, source: str, save_to: Path | None) -> int
     return print_result(status, text, to_stdout=True)
 
 
+def _policy_backtest(settings: Settings, args: argparse.Namespace) -> int:
+    from app.service.router.backtest import backtest
+
+    contract = _load(settings)
+    if contract is None:
+        return 1
+    guardrail = contract.guardrails.get(args.guardrail)
+    if guardrail is None:
+        known = ", ".join(sorted(contract.guardrails)) or "none"
+        return _fail(f"unknown guardrail {args.guardrail!r} (the registries declare: {known})")
+
+    async def run() -> BacktestReport:
+        engine = create_database_engine(settings.database_url)
+        try:
+            await check_database(engine)
+            return await backtest(
+                create_session_factory(engine),
+                guardrail,
+                since=args.since,
+                until=args.until,
+                timeout_s=args.timeout_s,
+            )
+        finally:
+            await engine.dispose()
+
+    try:
+        report = asyncio.run(run())
+    except DatabaseUnavailable as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+        return 0
+    print(
+        f"{report.guardrail}: {report.calls} call(s), would deny {len(report.denied)}, "
+        f"failed on {len(report.failed)}, {report.unreadable} unreadable"
+    )
+    for label, findings in (("denied", report.denied), ("failed", report.failed)):
+        for finding in findings:
+            print(
+                f"{label}\t{finding.run_id}\t{finding.call_key}\t{finding.tool}\t{finding.reason}"
+            )
+    return 0
+
+
 def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
     if settings.api_keys is None:
         return _fail("no keys file: use --api-keys PATH or TOOLLOOP_API_KEYS")
@@ -355,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _keys_create(settings, args.name, args.scopes)
     if args.command == "router":
         return _router_replay(settings, args.source, args.save_cassette)
+    if args.command == "policy":
+        return _policy_backtest(settings, args)
     return _db_upgrade(settings)
 
 

@@ -123,6 +123,8 @@ class PolicyCallable:
     source_file: str
     target: ResolvedCallable
     description: str
+    # A shadow guardrail's denials are recorded, never applied (`mode: shadow`).
+    shadow: bool = False
 
 
 @dataclass(frozen=True, slots=True)

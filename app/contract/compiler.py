@@ -36,6 +36,7 @@ from app.contract.compiled import (
 )
 from app.contract.declarations import (
     ControlEnvelopeDecl,
+    GuardrailDecl,
     PolicyDecl,
     RunnerDefaultsDecl,
     ToolDecl,
@@ -96,7 +97,11 @@ def compile_contract(
     hooks = _evidence_hooks(work, files)
     if work.problems:
         raise RegistryError(work.problems)
-    canonical["guardrails"] = {name: _dump(policy.decl) for name, policy in guardrails.items()}
+    # `mode` enters the hash only when it is not the default (enforce).
+    canonical["guardrails"] = {
+        name: policy.decl.model_dump(mode="json", exclude_defaults=True)
+        for name, policy in guardrails.items()
+    }
     canonical["verifiers"] = {name: _dump(policy.decl) for name, policy in verifiers.items()}
     canonical["hooks"] = {"evidence": [hook.ref for hook in hooks]}
     canonical_bytes = canonical_json(canonical)
@@ -302,7 +307,8 @@ def _policies(work: _Compilation, files: Sequence[RegistryFile], kind: str) -> d
             first_file[name] = registry.file
             target = work.resolve(registry.file, f"{path}.callable", decl.callable, policy=True)
             if target is not None:
-                compiled = PolicyCallable(name, registry.file, target, decl.description)
+                shadow = isinstance(decl, GuardrailDecl) and decl.mode == "shadow"
+                compiled = PolicyCallable(name, registry.file, target, decl.description, shadow)
                 policies[name] = _Policy(decl, compiled)
     return policies
 

@@ -157,12 +157,17 @@ class PolicyDecl(Declaration):
     description: Text
 
 
+class GuardrailDecl(PolicyDecl):
+    # shadow: the guardrail runs and its would-be denials are recorded; nothing is denied.
+    mode: Literal["enforce", "shadow"] = "enforce"
+
+
 class HooksDecl(Declaration):
     evidence: list[CallableRef] = []
 
 
 class RegistryDecl(Declaration):
     subagents: dict[Name, OwnerDecl] = {}
-    guardrails: dict[Name, PolicyDecl] = {}
+    guardrails: dict[Name, GuardrailDecl] = {}
     verifiers: dict[Name, PolicyDecl] = {}
     hooks: HooksDecl = HooksDecl()

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from app.contract.declarations import (
+    GuardrailDecl,
     PolicyDecl,
     RegistryDecl,
     RunnerDefaultsDecl,
@@ -46,7 +47,7 @@ class OwnerPart:
 class RegistryFile:
     file: str
     owners: Mapping[str, OwnerPart] = field(default_factory=dict)
-    guardrails: Mapping[str, PolicyDecl] = field(default_factory=dict)
+    guardrails: Mapping[str, GuardrailDecl] = field(default_factory=dict)
     verifiers: Mapping[str, PolicyDecl] = field(default_factory=dict)
     # (position in hooks.evidence, reference)
     evidence: tuple[tuple[int, str], ...] = ()
@@ -110,13 +111,15 @@ def _valid_pieces(raw: dict[str, Any], file: str) -> RegistryFile:
             else (),
             invalid_tools=frozenset(tool_id for tool_id, tool in valid.items() if tool is None),
         )
-    policies = {
-        kind: {
-            name: policy
-            for name, entry in _named_mappings(raw.get(kind))
-            if (policy := _valid(PolicyDecl, entry)) is not None
-        }
-        for kind in ("guardrails", "verifiers")
+    guardrails = {
+        name: policy
+        for name, entry in _named_mappings(raw.get("guardrails"))
+        if (policy := _valid(GuardrailDecl, entry)) is not None
+    }
+    verifiers = {
+        name: verifier
+        for name, entry in _named_mappings(raw.get("verifiers"))
+        if (verifier := _valid(PolicyDecl, entry)) is not None
     }
     hooks = raw.get("hooks")
     evidence = hooks.get("evidence") if isinstance(hooks, dict) else None
@@ -125,7 +128,7 @@ def _valid_pieces(raw: dict[str, Any], file: str) -> RegistryFile:
         for index, ref in enumerate(evidence if isinstance(evidence, list) else [])
         if is_callable_ref(ref)
     )
-    return RegistryFile(file, owners, policies["guardrails"], policies["verifiers"], refs)
+    return RegistryFile(file, owners, guardrails, verifiers, refs)
 
 
 def _named_mappings(value: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -134,6 +134,13 @@ ROUTER_STOPS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+GUARDRAIL_SHADOW = Counter(
+    "toolloop_guardrail_shadow_total",
+    "Calls a shadow guardrail would have denied (denied) or could not judge (failed: it "
+    "raised, timed out or answered outside its contract); none was refused.",
+    ["guardrail", "outcome"],
+    registry=REGISTRY,
+)
 LLM_REQUESTS = Counter(
     "toolloop_llm_requests_total",
     "Model requests by profile and outcome (ok or an error category).",

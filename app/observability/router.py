@@ -3,6 +3,7 @@
     record_router_turn(profile)        once per model decision
     record_router_stop(reason)         when a run stops before done (its `stopped_by`)
     record_router_run(status)          once per finished run: done|incomplete|pending|error
+    record_shadow_verdict(guardrail, failed)  a shadow guardrail's would-be denial or failure
     MeteredLLMClient(client)           wraps the LLM client: requests, latency, tokens
 
 Profiles and stop reasons are bounded by configuration, not by an enum known
@@ -27,6 +28,7 @@ from app.llm.messages import Message, ModelReply, ToolDefinition, Usage
 from app.llm.profiles import ModelProfile
 from app.observability.labels import CappedVocabulary, Vocabulary
 from app.observability.metrics import (
+    GUARDRAIL_SHADOW,
     LLM_DURATION,
     LLM_REQUESTS,
     LLM_TOKENS,
@@ -36,6 +38,7 @@ from app.observability.metrics import (
 )
 
 PROFILES = CappedVocabulary(64)
+GUARDRAILS = CappedVocabulary(64)
 STOP_REASONS = CappedVocabulary(32)
 RUN_STATUSES = Vocabulary(("done", "incomplete", "pending", "error"))
 LLM_OUTCOMES = Vocabulary(
@@ -61,6 +64,10 @@ def record_router_stop(reason: str) -> None:
 
 def record_router_run(status: str) -> None:
     ROUTER_RUNS.labels(RUN_STATUSES(status)).inc()
+
+
+def record_shadow_verdict(guardrail: str, *, failed: bool) -> None:
+    GUARDRAIL_SHADOW.labels(GUARDRAILS(guardrail), "failed" if failed else "denied").inc()
 
 
 def record_llm_request(

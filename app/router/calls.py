@@ -16,8 +16,13 @@ from app.contract.compiled import Tool
 from app.engine.confirmation import ConfirmationDecision
 from app.engine.errors import CallRejected
 from app.engine.receipt import ErrorKind, Receipt
+from app.foundation.redaction import DEFAULT_REDACTOR
+from app.router import transcript
 from app.router.observations import observation
+from app.router.policies import short
 from app.router.session import RunSession
+
+MAX_SHOWN_ARGS = 2000
 
 
 class Admitted(NamedTuple):
@@ -141,11 +146,18 @@ async def deny(
             "reason": reason,
             "receipt_id": receipt.receipt_id,
             "fingerprint": receipt.fingerprint,
+            "args": shown_args(session, tool.id, args),
         },
         tool=tool.id,
         call_key=call_key,
     )
     return text
+
+
+def shown_args(session: RunSession, tool_id: str, args: Mapping[str, Any]) -> str:
+    """A call's arguments as the decision audit keeps them: redacted and shortened."""
+    redactor = session.kit.redactors.get(tool_id, DEFAULT_REDACTOR)
+    return short(transcript.redact_parsed(args, redactor), MAX_SHOWN_ARGS)
 
 
 def _settle(session: RunSession, receipt: Receipt) -> str:

@@ -1,12 +1,14 @@
 """Guardrails: App-registered policies that may deny a proposed call before it runs.
 
 Each guardrail is called with the call as plain JSON (`policies.call_policy`);
-they run in the request's order and the first denial wins.
+they run in the request's order and the first denial of an enforcing one wins.
+A guardrail declared `mode: shadow` denies nothing: what it would have denied,
+or how it failed, is handed to the caller to record, and the call goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,27 +22,53 @@ class Denial:
     reason: str
 
 
-async def first_denial(
-    guardrails: Sequence[PolicyCallable], call: Mapping[str, Any], timeout_s: float
-) -> Denial | None:
-    """Run the guardrails in order; the first that does not allow the call wins.
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one guardrail said of one call: `reason` None allows; `failed` says the
+    guardrail raised, timed out or answered outside its contract (the reason says how)."""
 
-    `None` or `"allow"` allows; any other string denies with that reason. A
-    guardrail that fails or answers anything else denies (fail closed).
+    guardrail: str
+    reason: str | None
+    failed: bool = False
+
+
+async def judge(guardrail: PolicyCallable, call: Mapping[str, Any], timeout_s: float) -> Verdict:
+    """`None` or `"allow"` allows; any other string denies with that reason."""
+    try:
+        verdict = await call_policy(guardrail, call, timeout_s)
+    except PolicyFailed as exc:
+        return Verdict(guardrail.name, f"guardrail {exc}", failed=True)
+    if verdict is None or verdict == "allow":
+        return Verdict(guardrail.name, None)
+    if isinstance(verdict, str):
+        reason = verdict.strip() or f"guardrail {guardrail.name!r} denied the call"
+        return Verdict(guardrail.name, short(reason))
+    return Verdict(
+        guardrail.name,
+        f"guardrail {guardrail.name!r} returned {type(verdict).__name__}, "
+        "not None, 'allow' or a reason",
+        failed=True,
+    )
+
+
+async def first_denial(
+    guardrails: Sequence[PolicyCallable],
+    call: Mapping[str, Any],
+    timeout_s: float,
+    shadowed: Callable[[Verdict], None],
+) -> Denial | None:
+    """Run the guardrails in order; the first enforcing one that does not allow the
+    call wins, and a guardrail that fails denies (fail closed).
+
+    A shadow guardrail denies nothing: what it would have denied, or how it failed,
+    goes to `shadowed`, and the next guardrail runs (it fails open).
     """
     for guardrail in guardrails:
-        try:
-            verdict = await call_policy(guardrail, call, timeout_s)
-        except PolicyFailed as exc:
-            return Denial(guardrail.name, f"guardrail {exc}")
-        if verdict is None or verdict == "allow":
+        verdict = await judge(guardrail, call, timeout_s)
+        if verdict.reason is None:
             continue
-        if isinstance(verdict, str):
-            reason = verdict.strip() or f"guardrail {guardrail.name!r} denied the call"
-            return Denial(guardrail.name, short(reason))
-        return Denial(
-            guardrail.name,
-            f"guardrail {guardrail.name!r} returned {type(verdict).__name__}, "
-            "not None, 'allow' or a reason",
-        )
+        if guardrail.shadow:
+            shadowed(verdict)
+            continue
+        return Denial(guardrail.name, verdict.reason)
     return None

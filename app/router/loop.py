@@ -19,7 +19,8 @@ tool runs anywhere but in `Engine.run_call`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from uuid import uuid4
@@ -31,11 +32,12 @@ from app.engine.receipt import ErrorKind
 from app.engine.run import RunIdentity
 from app.foundation.redaction import DEFAULT_REDACTOR
 from app.llm.messages import Message, ModelReply, ToolCall, WireCache
+from app.observability.router import record_shadow_verdict
 from app.router import assembly, closeout, transcript
-from app.router.calls import Admitted, deny, execute
+from app.router.calls import MAX_SHOWN_ARGS, Admitted, deny, execute, shown_args
 from app.router.decision_contract import Batch, Candidate, Rejected, Rejection, check_proposal
 from app.router.gating import gate_problem
-from app.router.guardrails import first_denial
+from app.router.guardrails import Verdict, first_denial
 from app.router.model import ask
 from app.router.outcome import Outcome, RunStatus, Stop, completion_stop, status_of
 from app.router.pause import Checkpoint, Decision, PendingCall, args_digest
@@ -45,7 +47,7 @@ from app.router.request_checks import RunPlan
 from app.router.session import RunSession
 from app.router.state import RouterState
 
-_MAX_SHOWN_ARGS = 2000
+logger = logging.getLogger("toolloop.router")
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +248,10 @@ class RouterRun:
                 guardrails = self.plan.guardrails
                 denial = (
                     await first_denial(
-                        guardrails, self._policy_call(verdict), limits.policy_timeout_s
+                        guardrails,
+                        self._policy_call(verdict),
+                        limits.policy_timeout_s,
+                        self._shadowed(verdict, call_key, call.id),
                     )
                     if guardrails
                     else None
@@ -369,7 +374,10 @@ class RouterRun:
             candidate = Candidate(tool, args, fingerprint(tool.id, args))
             self.state.remember(candidate.fingerprint)
             denial = await first_denial(
-                self.plan.guardrails, self._policy_call(candidate), self.kit.limits.policy_timeout_s
+                self.plan.guardrails,
+                self._policy_call(candidate),
+                self.kit.limits.policy_timeout_s,
+                self._shadowed(candidate, step.call_key, None),
             )
             if denial is not None:
                 await deny(
@@ -384,7 +392,11 @@ class RouterRun:
                 continue
             session.record(
                 "router.call_admitted",
-                {"step": True, "fingerprint": candidate.fingerprint},
+                {
+                    "step": True,
+                    "fingerprint": candidate.fingerprint,
+                    "args": shown_args(session, tool.id, args),
+                },
                 tool=tool.id,
                 call_key=step.call_key,
             )
@@ -524,6 +536,39 @@ class RouterRun:
             "run_id": self.identity.run_id,
         }
 
+    def _shadowed(
+        self, candidate: Candidate, call_key: str, call_id: str | None
+    ) -> Callable[[Verdict], None]:
+        """Where a shadow guardrail's verdict on this call goes: an audit event, a
+        metric, and a log line when the guardrail failed (it failed open)."""
+        session = self.session
+
+        def shadowed(verdict: Verdict) -> None:
+            kind = "router.shadow_failed" if verdict.failed else "router.shadow_denied"
+            session.record(
+                kind,
+                {
+                    "guardrail": verdict.guardrail,
+                    "reason": verdict.reason,
+                    "call_id": call_id,
+                    "fingerprint": candidate.fingerprint,
+                },
+                tool=candidate.tool.id,
+                call_key=call_key,
+            )
+            record_shadow_verdict(verdict.guardrail, failed=verdict.failed)
+            if verdict.failed:
+                logger.warning(
+                    "router run %s: shadow guardrail %r failed, call %s goes on (fail open "
+                    "in shadow mode only): %s",
+                    self.identity.run_id,
+                    verdict.guardrail,
+                    call_key,
+                    verdict.reason,
+                )
+
+        return shadowed
+
     def _shown_args(self, call: ToolCall, parsed: Mapping[str, Any] | None = None) -> str:
         """The call's arguments as recorded: redacted and shortened. `parsed` is what
         `call.arguments` parsed to, when the proposal check parsed it already."""
@@ -532,7 +577,7 @@ class RouterRun:
             shown = transcript.redact_arguments(call.arguments, redactor)
         else:
             shown = transcript.redact_parsed(parsed, redactor)
-        return short(shown, _MAX_SHOWN_ARGS)
+        return short(shown, MAX_SHOWN_ARGS)
 
 
 def _distinct_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:

@@ -204,3 +204,18 @@ def test_problems_across_files_are_reported_together(tmp_path: Path) -> None:
     invalid = write(tmp_path, "invalid.yml", registry)
     problems = problems_of([missing, broken, invalid])
     assert [p.file for p in problems] == [str(missing), str(broken), str(invalid)]
+
+
+def test_a_shadow_guardrail_compiles_as_such_and_changes_the_hash(tmp_path: Path) -> None:
+    plain = base_registry()
+    enforcing = base_registry()
+    enforcing["guardrails"]["guard"]["mode"] = "enforce"
+    shadow = base_registry()
+    shadow["guardrails"]["guard"]["mode"] = "shadow"
+    contracts = [
+        load([write(tmp_path / name, "r.yml", registry)])
+        for name, registry in (("plain", plain), ("enforce", enforcing), ("shadow", shadow))
+    ]
+
+    assert [c.guardrails["guard"].shadow for c in contracts] == [False, False, True]
+    assert contracts[0].hash == contracts[1].hash != contracts[2].hash

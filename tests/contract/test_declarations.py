@@ -212,3 +212,19 @@ def test_pieces_of_an_invalid_owner_are_still_checked(tmp_path: Path) -> None:
         ),
         ("hooks.evidence[1]", "'tests.contract.fixtures_callables.good:nope' does not exist"),
     ]
+
+
+@pytest.mark.parametrize("mode", ["dry-run", "Shadow", 1, None])
+def test_a_guardrail_mode_is_enforce_or_shadow(tmp_path: Path, mode: Any) -> None:
+    registry = base_registry()
+    registry["guardrails"]["guard"]["mode"] = mode
+    problem = only_problem([write(tmp_path, "r.yml", registry)])
+    assert problem.path == "guardrails.guard.mode"
+    assert "'enforce' or 'shadow'" in problem.message
+
+
+def test_a_verifier_has_no_mode(tmp_path: Path) -> None:
+    registry = base_registry()
+    registry["verifiers"]["verify"]["mode"] = "shadow"
+    problem = only_problem([write(tmp_path, "r.yml", registry)])
+    assert (problem.path, problem.message) == ("verifiers.verify.mode", "unknown field")

@@ -153,6 +153,14 @@ guardrails:
   broken_guardrail:
     callable: {_M}:broken_guardrail
     description: Always raises.
+  shadow_no_echo:
+    callable: {_M}:no_echo
+    description: Would refuse echo.
+    mode: shadow
+  shadow_broken:
+    callable: {_M}:broken_guardrail
+    description: Always raises, in shadow.
+    mode: shadow
 
 verifiers:
   never_done:

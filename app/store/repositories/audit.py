@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, or_, select
 
-from app.store.models import AuditEvent
+from app.store.models import AuditEvent, Run
 from app.store.repositories.base import Repository
 
 EVENTS_ROW_KIND = "events"
@@ -47,6 +47,9 @@ CALL_STARTED = "call.started"
 CALL_FINISHED = "call.finished"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
+# A shared row's `at` is its first event's time; its later events come within one
+# transaction of it.
+_SHARED_ROW_SPAN = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,3 +175,49 @@ class AuditRepository(Repository):
         finally:
             await rows.close()
         return events if limit is None else events[:limit]
+
+    async def events_between(
+        self,
+        kinds: Sequence[str],
+        *,
+        since: datetime,
+        until: datetime | None,
+        after_row: int = 0,
+        rows: int = 500,
+    ) -> tuple[list[tuple[str, StoredAuditEvent]], int | None]:
+        """Events of `kinds` at or after `since` and before `until`, each with its
+        run's owner, from the rows after `after_row` (up to `rows` rows), in write
+        order; and the last row read, when there may be more."""
+        statement = (
+            select(
+                AuditEvent.id,
+                AuditEvent.run_id,
+                AuditEvent.at,
+                AuditEvent.kind,
+                AuditEvent.caller,
+                AuditEvent.tool,
+                AuditEvent.call_key,
+                AuditEvent.item_key,
+                AuditEvent.detail,
+                Run.owner,
+            )
+            .join(Run, Run.id == AuditEvent.run_id)
+            .where(
+                AuditEvent.id > after_row,
+                or_(AuditEvent.kind.in_(kinds), AuditEvent.kind == EVENTS_ROW_KIND),
+                AuditEvent.at >= since - _SHARED_ROW_SPAN,
+            )
+            .order_by(AuditEvent.id)
+            .limit(rows)
+        )
+        if until is not None:
+            statement = statement.where(AuditEvent.at < until)
+        found: list[tuple[str, StoredAuditEvent]] = []
+        read = (await self.session.execute(statement)).all()
+        for *row, owner in read:
+            found.extend(
+                (owner, event)
+                for event in expand(*row)
+                if event.kind in kinds and event.at >= since and (until is None or event.at < until)
+            )
+        return found, (read[-1][0] if len(read) == rows else None)
