@@ -129,6 +129,11 @@ class _Decisions:
         return None
 
 
+class _Ledger:
+    async def record(self, entry: Any) -> None:
+        return None
+
+
 def per_turn(turns: int) -> Callable[[], Awaitable[tuple[float, float]]]:
     """One run, two readings in µs per turn: inclusive (the model function
     excluded), and the engine's own (the model round trip through httpx excluded)."""
@@ -145,7 +150,7 @@ def per_turn(turns: int) -> Callable[[], Awaitable[tuple[float, float]]]:
     async def measure() -> tuple[float, float]:
         model = _Model(turns)
         async with _TimedClient(transport=httpx.MockTransport(model)) as http:
-            kit = RouterKit.build(runner, LLMClient(http), prompts, limits)
+            kit = RouterKit.build(runner, LLMClient(http), prompts, limits, _Ledger())
             identity = RunIdentity(str(uuid.uuid4()), harness.OWNER, "bench", {}, built.hash)
             run = RouterRun.new(kit, plan, identity, _Decisions())
             started = cpu_clock()

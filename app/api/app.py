@@ -21,6 +21,7 @@ from app.api import (
     run_control,
     runs,
     tools,
+    usage,
 )
 from app.api.auth import FailedAuthThrottle, install_auth, load_keys
 from app.api.collector import tune_for_serving
@@ -129,6 +130,7 @@ def create_app(
         resume,
         confirmations,
         receipts,
+        usage,
         tools,
         health,
         metrics,

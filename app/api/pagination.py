@@ -3,7 +3,8 @@
 A cursor names the listing it belongs to and the position of the last item
 served: `{"l": listing, "t": created_at, "i": id}` for newest-first listings,
 `{"l": listing, "p": n}` for listings in a run's own order (receipt `seq`,
-audit event id). Anything else (bad base64, a non-canonical encoding, another
+audit event id), `{"l": "usage-hour"|"usage-day", "t": start, "o": owner, "c":
+caller, "p": profile}` for usage sums. Anything else (bad base64, a non-canonical encoding, another
 listing's cursor, missing, extra or mistyped fields) is a 422 naming the
 `cursor` parameter. Cursors are not signed: forging one only moves where a
 page starts; filters and visibility still apply.
@@ -20,6 +21,7 @@ import orjson
 
 from app.service.errors import InvalidRequest, ProblemItem
 from app.service.runs.reads import Keyset
+from app.service.usage.reads import UsagePosition
 
 CURSOR_POINTER = "/cursor"
 MAX_CURSOR_CHARS = 512
@@ -70,6 +72,37 @@ def parse_position_cursor_of(
     if type(position) is not int or not 0 <= position <= maximum:
         raise _invalid()
     return document["l"], position
+
+
+def usage_cursor(bucket: str, position: UsagePosition) -> str:
+    moment = position.bucket.astimezone(UTC).isoformat()
+    return _encode(
+        {
+            "l": f"usage-{bucket}",
+            "t": moment,
+            "o": position.owner,
+            "c": position.caller,
+            "p": position.profile,
+        }
+    )
+
+
+def parse_usage_cursor(bucket: str, cursor: str | None) -> UsagePosition | None:
+    """A cursor of the same bucket length only: another's positions are other instants."""
+    if cursor is None:
+        return None
+    document = _decode((f"usage-{bucket}",), cursor, {"l", "t", "o", "c", "p"})
+    moment = document["t"]
+    names = (document["o"], document["c"], document["p"])
+    if not isinstance(moment, str) or not all(isinstance(name, str) for name in names):
+        raise _invalid()
+    try:
+        start = datetime.fromisoformat(moment)
+    except ValueError:
+        raise _invalid() from None
+    if start.tzinfo is None:
+        raise _invalid()
+    return UsagePosition(start.astimezone(UTC), *names)
 
 
 def _encode(document: dict[str, Any]) -> str:

@@ -10,6 +10,9 @@ the profiles file (`TOOLLOOP_PROFILES`).
         temperature: 0              # optional, 0..2 (anthropic: 0..1)
         max_tokens: 1024            # optional
         timeout_s: 60               # optional
+        prices:                     # optional: per million tokens, at most 3 decimals
+          input_per_million: "0.15"
+          output_per_million: "0.60"
       tour-replay:
         provider: replay            # the replies a run recorded, no model server
         cassette: tour.cassette.jsonl   # a cassette file, relative to this file;
@@ -20,6 +23,10 @@ and no profile exists unless the file defines it. The one server-side default is
 `timeout_s`, DEFAULT_TIMEOUT_S (60 s) per request attempt, because a request
 without any deadline is never acceptable; it carries no App meaning.
 
+Prices are in whatever unit the operator chooses (one unit for every profile);
+they make each request's cost known to the usage ledger and to `max_cost`
+budgets. A profile without them records tokens only.
+
 The API key itself never lives here: `api_key_env` names an environment
 variable that the client reads at call time.
 """
@@ -29,17 +36,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import ErrorDetails
 
 from app.contract.errors import ContractProblem
+from app.foundation.money import MAX_PRICE_DECIMALS, AmountError, parse_amount
 from app.foundation.yaml_loader import YAMLLoadError, load_yaml_file
 from app.llm.errors import UnknownProfileError
+from app.llm.prices import Prices
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_PROFILES_FILE_BYTES = 256 * 1024
@@ -64,6 +81,7 @@ class ModelProfile:
     # A replay profile's source: a cassette file, or a recorded run's id.
     cassette: Path | None = None
     replay_run: str | None = None
+    prices: Prices | None = None
 
     @property
     def replays(self) -> bool:
@@ -110,6 +128,23 @@ class ProfilesError(Exception):
 _Name = Annotated[str, Field(min_length=1)]
 
 
+def _price(value: Any) -> Decimal:
+    try:
+        return parse_amount(value, decimals=MAX_PRICE_DECIMALS)
+    except AmountError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_Price = Annotated[Decimal, BeforeValidator(_price)]
+
+
+class _PricesSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    input_per_million: _Price
+    output_per_million: _Price
+
+
 class _ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
@@ -120,6 +155,7 @@ class _ProfileSpec(BaseModel):
     temperature: Annotated[float | None, Field(ge=0, le=2)] = None
     max_tokens: Annotated[int | None, Field(gt=0)] = None
     timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_TIMEOUT_S
+    prices: _PricesSpec | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -191,7 +227,14 @@ def parse_profiles(data: Any, file: str) -> Profiles:
             path = f"profiles.{name}.temperature"
             message = f"must be at most {limit:g} for provider {spec.provider}"
             problems.append(ContractProblem(file, path, message))
-        profiles[name] = ModelProfile(name=name, **spec.model_dump())
+        prices = spec.prices
+        profiles[name] = ModelProfile(
+            name=name,
+            **spec.model_dump(exclude={"prices"}),
+            prices=None
+            if prices is None
+            else Prices.per_million(prices.input_per_million, prices.output_per_million),
+        )
     if problems:
         raise ProfilesError(problems)
     if replays:  # in the file's order

@@ -160,6 +160,13 @@ LLM_TOKENS = Counter(
     ["profile", "direction"],
     registry=REGISTRY,
 )
+LLM_COST = Counter(
+    "toolloop_llm_cost_total",
+    "Cost of model requests whose profile declares prices, in the prices' unit, by profile "
+    "(the usage ledger, GET /usage, holds the exact amounts).",
+    ["profile"],
+    registry=REGISTRY,
+)
 
 # HTTP (`middleware`).
 HTTP_REQUESTS = Counter(

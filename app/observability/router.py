@@ -4,7 +4,7 @@
     record_router_stop(reason)         when a run stops before done (its `stopped_by`)
     record_router_run(status)          once per finished run: done|incomplete|pending|error
     record_shadow_verdict(guardrail, failed)  a shadow guardrail's would-be denial or failure
-    MeteredLLMClient(client)           wraps the LLM client: requests, latency, tokens
+    MeteredLLMClient(client)           wraps the LLM client: requests, latency, tokens, cost
 
 Profiles and stop reasons are bounded by configuration, not by an enum known
 here, so they go through capped vocabularies: pass the category (a profile
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Protocol
 
+from app.foundation.money import NANOS_PER_UNIT
 from app.llm.errors import (
     LLMConfigurationError,
     LLMMalformedResponse,
@@ -29,6 +30,7 @@ from app.llm.profiles import ModelProfile
 from app.observability.labels import CappedVocabulary, Vocabulary
 from app.observability.metrics import (
     GUARDRAIL_SHADOW,
+    LLM_COST,
     LLM_DURATION,
     LLM_REQUESTS,
     LLM_TOKENS,
@@ -71,9 +73,16 @@ def record_shadow_verdict(guardrail: str, *, failed: bool) -> None:
 
 
 def record_llm_request(
-    profile: str, seconds: float, *, outcome: str = "ok", usage: Usage | None = None
+    profile: str,
+    seconds: float,
+    *,
+    outcome: str = "ok",
+    usage: Usage | None = None,
+    cost_nanos: int | None = None,
 ) -> None:
     label = PROFILES(profile)
+    if cost_nanos:
+        LLM_COST.labels(label).inc(cost_nanos / NANOS_PER_UNIT)
     LLM_REQUESTS.labels(label, LLM_OUTCOMES(outcome)).inc()
     LLM_DURATION.labels(label).observe(seconds)
     if usage is not None:
@@ -124,5 +133,9 @@ class MeteredLLMClient:
         except BaseException as exc:
             record_llm_request(profile.name, perf_counter() - started, outcome=llm_outcome(exc))
             raise
-        record_llm_request(profile.name, perf_counter() - started, usage=reply.usage)
+        usage, prices = reply.usage, profile.prices
+        cost = (
+            None if prices is None else prices.cost_nanos(usage.input_tokens, usage.output_tokens)
+        )
+        record_llm_request(profile.name, perf_counter() - started, usage=usage, cost_nanos=cost)
         return reply

@@ -1,4 +1,5 @@
-"""Asking a model under the run's budgets: deadline, tokens, and untrusted replies."""
+"""Asking a model under the run's budgets: deadline, tokens, cost, and untrusted
+replies. Each reply's tokens and cost go to the usage ledger before the run goes on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from app.llm.messages import Message, ModelReply, ToolDefinition
 from app.llm.profiles import ModelProfile
 from app.router.outcome import Stop
 from app.router.policies import short
+from app.router.ports import UsageEntry
 from app.router.recording import failure_entry, reply_entry
 from app.router.session import RunSession
 
@@ -70,7 +72,22 @@ async def ask(
     latency_ms = round((perf_counter() - started) * 1000.0, 3)
     session.replies.append(reply_entry(role, reply, session.kit.redactors))
     usage = reply.usage
-    state.add_usage(usage.input_tokens, usage.output_tokens, latency_ms)
+    prices = profile.prices
+    cost = None if prices is None else prices.cost_nanos(usage.input_tokens, usage.output_tokens)
+    state.add_usage(usage.input_tokens, usage.output_tokens, latency_ms, cost)
+    identity = session.identity
+    await session.kit.ledger.record(
+        UsageEntry(
+            identity.run_id,
+            identity.owner,
+            identity.caller,
+            profile.name,
+            role,
+            usage.input_tokens,
+            usage.output_tokens,
+            cost,
+        )
+    )
     session.record(
         "router.model_turn",
         {
@@ -85,9 +102,12 @@ async def ask(
             "output_tokens": usage.output_tokens,
             "latency_ms": latency_ms,
             "finish_reason": reply.finish_reason,
+            "cost_nanos": cost,
         },
     )
-    max_tokens = session.plan.budgets.max_tokens
-    if max_tokens is not None and state.tokens > max_tokens:
+    budgets = session.plan.budgets
+    if budgets.max_tokens is not None and state.tokens > budgets.max_tokens:
         return Stop.MAX_TOKENS.value
+    if budgets.max_cost_nanos is not None and (state.cost_nanos or 0) > budgets.max_cost_nanos:
+        return Stop.MAX_COST.value
     return reply

@@ -21,6 +21,7 @@ class Stop(StrEnum):
     MAX_TURNS = "budget:max_turns"
     DEADLINE = "budget:deadline"
     MAX_TOKENS = "budget:max_tokens"
+    MAX_COST = "budget:max_cost"
     DUPLICATE_CALL = "duplicate_call"
     SAME_TOOL_STREAK = "same_tool_streak"
     MALFORMED_OUTPUT = "malformed_output"

@@ -1,5 +1,5 @@
 """What a router run needs from its process: the engine, a model client, the prompts,
-the limits, and somewhere to record its decisions."""
+the limits, somewhere to record its decisions, and the usage ledger."""
 
 from __future__ import annotations
 
@@ -28,19 +28,45 @@ class DecisionSink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class UsageEntry:
+    """One model request's tokens and cost (nano-units; None: the profile has no prices)."""
+
+    run_id: str
+    owner: str
+    caller: str | None
+    profile: str
+    role: str
+    input_tokens: int
+    output_tokens: int
+    cost_nanos: int | None
+
+
+class UsageLedger(Protocol):
+    async def record(self, entry: UsageEntry) -> None:
+        """Keep the entry durably before the run goes on."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class RouterKit:
     engine: Engine
     llm: ChatModel
     prompts: PromptSet
     limits: RouterLimits
     redactors: Mapping[str, Redactor]
+    ledger: UsageLedger
 
     @classmethod
     def build(
-        cls, engine: Engine, llm: ChatModel, prompts: PromptSet, limits: RouterLimits
+        cls,
+        engine: Engine,
+        llm: ChatModel,
+        prompts: PromptSet,
+        limits: RouterLimits,
+        ledger: UsageLedger,
     ) -> RouterKit:
         redactors = {
             tool_id: Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
             for tool_id, tool in engine.contract.tools.items()
         }
-        return cls(engine, llm, prompts, limits, redactors)
+        return cls(engine, llm, prompts, limits, redactors, ledger)

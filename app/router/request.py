@@ -16,6 +16,8 @@ class Budgets:
     max_turns: int | None = None
     deadline_s: float | None = None
     max_tokens: int | None = None
+    # Nano-units (`app.foundation.money`); needs prices on both profiles.
+    max_cost_nanos: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class RouterRequest:
                 "max_turns": self.budgets.max_turns,
                 "deadline_s": self.budgets.deadline_s,
                 "max_tokens": self.budgets.max_tokens,
+                "max_cost_nanos": self.budgets.max_cost_nanos,
             },
             "steps": [
                 {"call_key": s.call_key, "tool": s.tool, "args": dict(s.args)} for s in self.steps

@@ -29,6 +29,7 @@ class ResolvedBudgets:
     max_turns: int
     deadline_s: float
     max_tokens: int | None
+    max_cost_nanos: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ def admit(
     final_profile = check.profile("/final_profile", request.final_profile, profiles)
     tools = check.allowlist(owner, request.allowed_tools)
     budgets = check.budgets(owner, request.budgets)
+    check.priced(request.budgets, router_profile, final_profile)
     if not resuming:
         check.steps(request.steps, tools, budgets)
     guardrails = check.guardrails(request.guardrails)
@@ -87,6 +89,7 @@ def admit(
         max_turns=budgets.max_turns,
         deadline_s=budgets.deadline_s,
         max_tokens=budgets.max_tokens,
+        max_cost_nanos=budgets.max_cost_nanos,
     )
     return [], RunPlan(
         request=replace(request, budgets=filled, allowed_tools=tuple(tools)),
@@ -178,7 +181,20 @@ class _Check:
             )
         if max_calls is None or max_turns is None:
             return None
-        return ResolvedBudgets(max_calls, max_turns, deadline_s, max_tokens)
+        return ResolvedBudgets(max_calls, max_turns, deadline_s, max_tokens, budgets.max_cost_nanos)
+
+    def priced(self, budgets: Budgets, *profiles: ModelProfile | None) -> None:
+        if budgets.max_cost_nanos is None:
+            return
+        if budgets.max_cost_nanos <= 0:
+            self.add("/budgets/max_cost", "must be more than zero")
+        unpriced = {p.name for p in profiles if p is not None and p.prices is None}
+        for name in sorted(unpriced):
+            self.add(
+                "/budgets/max_cost",
+                f"profile {name!r} declares no prices; a cost budget needs "
+                "prices on the router and final profiles",
+            )
 
     def _narrow(
         self, pointer: str, value: int | None, ceiling: int | None, what: str

@@ -97,6 +97,8 @@ class RunSession:
             return Stop.MAX_TURNS.value
         if budgets.max_tokens is not None and state.tokens >= budgets.max_tokens:
             return Stop.MAX_TOKENS.value
+        if budgets.max_cost_nanos is not None and (state.cost_nanos or 0) >= budgets.max_cost_nanos:
+            return Stop.MAX_COST.value
         if self.seconds_left() <= 0:
             return Stop.DEADLINE.value
         return None

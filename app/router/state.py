@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.foundation.money import shown
+
 _ERROR_COUNTS = {
     "input_schema": "schema_errors",
     "output_schema": "schema_errors",
@@ -37,6 +39,7 @@ class RouterState:
     __slots__ = (
         "attempts",
         "calls",
+        "cost_nanos",
         "counts",
         "deadline_s",
         "elapsed_s",
@@ -73,6 +76,9 @@ class RouterState:
         self.input_tokens = 0
         self.output_tokens = 0
         self.model_calls = 0
+        # Nano-units (`app.foundation.money`) of the requests whose profile has prices;
+        # None until one had.
+        self.cost_nanos: int | None = None
         self.model_latency_ms = 0.0
         self.tool_latency_ms = 0.0
         self.deadline_s = deadline_s
@@ -119,10 +125,14 @@ class RouterState:
         self.malformed[kind] = self.malformed.get(kind, 0) + 1
         self.count("malformed_outputs")
 
-    def add_usage(self, input_tokens: int, output_tokens: int, latency_ms: float) -> None:
+    def add_usage(
+        self, input_tokens: int, output_tokens: int, latency_ms: float, cost_nanos: int | None
+    ) -> None:
         self.model_calls += 1
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        if cost_nanos is not None:
+            self.cost_nanos = (self.cost_nanos or 0) + cost_nanos
         self.model_latency_ms = round(self.model_latency_ms + latency_ms, 3)
 
     def add_receipt(self, stored: dict[str, Any], observation: dict[str, Any] | None) -> None:
@@ -167,6 +177,7 @@ class RouterState:
                 "output": self.output_tokens,
                 "total": self.tokens,
             },
+            "cost": None if self.cost_nanos is None else shown(self.cost_nanos),
             "model_calls": self.model_calls,
             "final_calls": self.final_calls,
             "latency_ms": {"model": self.model_latency_ms, "tools": self.tool_latency_ms},
@@ -182,6 +193,7 @@ class RouterState:
             **self.to_public(),
             "turns": self.turns,
             "attempts": self.attempts,
+            "cost_nanos": self.cost_nanos,
             "records": [dict(r) for r in self.records],
         }
 
@@ -202,6 +214,7 @@ class RouterState:
         state.input_tokens = data["tokens"]["input"]
         state.output_tokens = data["tokens"]["output"]
         state.model_calls = data["model_calls"]
+        state.cost_nanos = data.get("cost_nanos")
         state.model_latency_ms = data["latency_ms"]["model"]
         state.tool_latency_ms = data["latency_ms"]["tools"]
         state.elapsed_s = float(data["deadline"]["elapsed_s"])

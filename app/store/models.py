@@ -263,6 +263,30 @@ class Confirmation(Base):
     decided_at: Mapped[datetime | None]
 
 
+class ModelUsage(Base):
+    """The usage ledger: one row per model request of a router run, its tokens and
+    cost (integer nano-units, `app.foundation.money`; null when the profile declares
+    no prices). `hour` and `day` are `at` truncated (UTC), the buckets usage is
+    summed in. `caller` is the key's name, empty in open mode (keyset paging
+    over the grouped rows needs no NULL). Rows outlive their runs."""
+
+    __tablename__ = "model_usage"
+    __table_args__ = (Index(None, "at"),)
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    hour: Mapped[datetime]
+    day: Mapped[datetime]
+    run_id: Mapped[str | None] = mapped_column(ID)
+    owner: Mapped[str] = mapped_column(Text)
+    caller: Mapped[str] = mapped_column(Text)
+    profile: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(String(16))
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cost_nanos: Mapped[int | None] = mapped_column(BigInteger)
+
+
 RouterConfirmation = Confirmation
 
 

@@ -14,11 +14,12 @@ from app.engine.engine import Engine
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.run import RunIdentity
 from app.llm.client import LLMClient
+from app.llm.prices import Prices
 from app.llm.profiles import ModelProfile, Profiles
 from app.router.limits import RouterLimits
 from app.router.loop import Paused, RouterRun, RunResult
 from app.router.pause import Decision
-from app.router.ports import RouterKit
+from app.router.ports import RouterKit, UsageEntry
 from app.router.prompts import PromptSet, load_prompts
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
 from app.router.request_checks import RunPlan, admit
@@ -40,8 +41,31 @@ PROFILES = Profiles(
             api_key_env="TEST_ANTHROPIC_KEY",
             max_tokens=300,
         ),
+        # 2 and 10 nano-units a token: prices of 0.002 and 0.010 per million tokens.
+        "router-priced": ModelProfile(
+            "router-priced",
+            "openai",
+            "http://llm.test/v1",
+            "router-model",
+            prices=Prices(input_nanos=2, output_nanos=10),
+        ),
+        "final-priced": ModelProfile(
+            "final-priced",
+            "openai",
+            "http://llm.test/v1",
+            "final-model",
+            prices=Prices(input_nanos=2, output_nanos=10),
+        ),
     }
 )
+
+
+@dataclass
+class Ledger:
+    entries: list[UsageEntry] = field(default_factory=list)
+
+    async def record(self, entry: UsageEntry) -> None:
+        self.entries.append(entry)
 
 
 @dataclass
@@ -77,13 +101,14 @@ class RouterHarness:
     prompts: PromptSet
     limits: RouterLimits = field(default_factory=RouterLimits)
     decisions: Decisions = field(default_factory=Decisions)
+    ledger: Ledger = field(default_factory=Ledger)
     sleeps: list[float] = field(default_factory=list)
     environ: dict[str, str] = field(default_factory=dict)  # the LLM client's environment
     runs: list[RouterRun] = field(default_factory=list)
 
     @property
     def kit(self) -> RouterKit:
-        return RouterKit.build(self.engine, self.llm, self.prompts, self.limits)
+        return RouterKit.build(self.engine, self.llm, self.prompts, self.limits, self.ledger)
 
     def limit(self, **changes: Any) -> None:
         self.limits = replace(self.limits, **changes)

@@ -29,6 +29,7 @@ TABLES = {
     "cache_entries",
     "contract_snapshots",
     "idempotency_keys",
+    "model_usage",
     "receipts",
     "router_checkpoints",
     "router_confirmations",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.plans import ReceiptOut
+from app.foundation.money import to_nanos
 from app.router.request import Budgets, CompletionRequest, RouterRequest, Step
 
 
@@ -25,6 +27,18 @@ class BudgetsIn(_Strict):
     max_tokens: int | None = Field(
         default=None, gt=0, description="Input plus output tokens over every model call."
     )
+    max_cost: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]{1,12}(\.[0-9]{1,9})?$",
+        description="Cost over every model call, a decimal string in the unit of the "
+        'profiles\' prices (at most 9 decimals), e.g. "0.25". Both profiles must declare '
+        "prices. Spent past it, the run stops with `budget:max_cost`.",
+        examples=["0.25"],
+    )
+
+    @property
+    def max_cost_nanos(self) -> int | None:
+        return None if self.max_cost is None else to_nanos(Decimal(self.max_cost))
 
 
 class StepIn(_Strict):
@@ -71,6 +85,7 @@ class RouterRunIn(_Strict):
                 max_turns=budgets.max_turns,
                 deadline_s=budgets.deadline_s,
                 max_tokens=budgets.max_tokens,
+                max_cost_nanos=budgets.max_cost_nanos,
             ),
             steps=tuple(Step(s.call_key, s.tool, s.args) for s in self.steps),
             allowed_tools=None if self.allowed_tools is None else tuple(self.allowed_tools),

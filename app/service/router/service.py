@@ -51,6 +51,7 @@ from app.service.router.replay import (
 from app.service.router.tasks import RouterTask
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import CANCELLED
+from app.service.usage.ledger import ReplayedUsage
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Run
 from app.store.repositories.router_runs import PENDING, RouterRunRepository
@@ -191,7 +192,7 @@ class RouterService:
             return RouterTask.started(self.sessions, self.writer, run)
         model = ReplayModel(recording.entries)
         replay = Replay(recording, model, CapturedDecisions(sink), self.contract.hash)
-        replaying = replace(kit, llm=self.wrap_model(model))
+        replaying = replace(kit, llm=self.wrap_model(model), ledger=ReplayedUsage())
         run = RouterRun.new(replaying, plan, identity, replay.decisions)
         return RouterTask.started(self.sessions, self.writer, run, review=replay.review())
 

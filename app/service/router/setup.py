@@ -15,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine import Engine
-from app.observability.router import ChatModel
+from app.observability.router import ChatModel, MeteredLLMClient
 from app.router.limits import RouterLimits
 from app.router.ports import RouterKit
 from app.router.setup import load_setup, model_client
 from app.service.router.service import RouterService, as_is
+from app.service.usage.ledger import StoredUsage
 from app.settings import Settings
 from app.store.journal.writer import GroupCommitWriter
 
@@ -69,7 +70,9 @@ def open_router(
             backoff_max_s=settings.llm_backoff_max_s,
             retry_after_max_s=settings.llm_retry_after_max_s,
         )
-        replay_kit = RouterKit.build(engine, wrap_model(llm), setup.prompts, limits)
+        replay_kit = RouterKit.build(
+            engine, wrap_model(MeteredLLMClient(llm)), setup.prompts, limits, StoredUsage(sessions)
+        )
     if setup.ready:
         assert setup.profiles is not None
         assert setup.prompts is not None
