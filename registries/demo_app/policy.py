@@ -1,16 +1,25 @@
-"""Router policies: a guardrail (may this call run?) and a verifier (is the run done?)."""
+"""Router policies: guardrails (may this call run?) and a verifier (is the run done?)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 MAX_TEXT_CHARS = 10_000
+SHORT_TEXT_CHARS = 1_000
 
 
 def no_huge_texts(call: dict[str, Any]) -> str | None:
+    return _longer_than(call, MAX_TEXT_CHARS)
+
+
+def short_texts_only(call: dict[str, Any]) -> str | None:
+    return _longer_than(call, SHORT_TEXT_CHARS)
+
+
+def _longer_than(call: dict[str, Any], limit: int) -> str | None:
     text = call.get("args", {}).get("text")
-    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
-        return f"text is longer than {MAX_TEXT_CHARS} characters"
+    if isinstance(text, str) and len(text) > limit:
+        return f"text is longer than {limit} characters"
     return None
 
 

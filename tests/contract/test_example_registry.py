@@ -19,7 +19,8 @@ def test_example_registry_is_valid() -> None:
     assert contract.tools["slow_lookup"].target.is_async
     assert contract.tools["normalize_text"].effect is Effect.READ
     assert contract.tools["summarize"].control_envelope is not None
-    assert set(contract.guardrails) == {"no_huge_texts"}
+    assert set(contract.guardrails) == {"no_huge_texts", "short_texts_only"}
+    assert contract.guardrails["short_texts_only"].shadow
     assert set(contract.verifiers) == {"lookup_succeeded"}
     assert [hook.ref for hook in contract.evidence_hooks] == ["demo_app.evidence:record"]
 

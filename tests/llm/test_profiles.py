@@ -227,3 +227,40 @@ def test_an_oversized_file_is_refused(tmp_path: Path) -> None:
 
     (problem,) = problems_of(path)
     assert "larger than" in problem
+
+
+def test_prices_per_million_tokens_become_nano_units_per_token(tmp_path: Path) -> None:
+    body = VALID + 'prices: {input_per_million: "0.15", output_per_million: 15}\n'
+
+    profile = load_profiles(profile_file(tmp_path, body))["p"]
+
+    assert profile.prices is not None
+    assert (profile.prices.input_nanos, profile.prices.output_nanos) == (150, 15_000)
+    assert profile.prices.cost_nanos(1_000, 100) == 1_650_000
+
+
+@pytest.mark.parametrize(
+    ("prices", "expected"),
+    [
+        ('{input_per_million: "0.1234", output_per_million: 1}', "at most 3 decimals"),
+        ("{input_per_million: -1, output_per_million: 1}", "a finite amount, zero or more"),
+        ('{input_per_million: "cheap", output_per_million: 1}', "is not a decimal number"),
+        ('{input_per_million: "NaN", output_per_million: 1}', "a finite amount, zero or more"),
+        ("{input_per_million: true, output_per_million: 1}", "must be a decimal number"),
+    ],
+)
+def test_an_invalid_price_names_its_key(tmp_path: Path, prices: str, expected: str) -> None:
+    path = profile_file(tmp_path, VALID + f"prices: {prices}\n")
+
+    (problem,) = problems_of(path)
+    assert problem.startswith(f"{path}: profiles.p.prices.input_per_million: ")
+    assert expected in problem
+
+
+def test_prices_need_both_directions_and_nothing_else(tmp_path: Path) -> None:
+    path = profile_file(tmp_path, VALID + "prices: {input_per_million: 1, per: 1000}\n")
+
+    assert sorted(p.split(": ", 1)[1] for p in problems_of(path)) == [
+        "profiles.p.prices.output_per_million: required key is missing",
+        "profiles.p.prices.per: unknown key",
+    ]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from app.llm.errors import LLMTransportError
 from app.llm.messages import Message, ModelReply, ToolDefinition, Usage
+from app.llm.prices import Prices
 from app.llm.profiles import ModelProfile
 from app.observability.router import (
     MeteredLLMClient,
@@ -57,6 +59,21 @@ async def test_a_successful_request_counts_latency_and_tokens() -> None:
     assert value("toolloop_llm_tokens_total", profile="router-test", direction="output") == (
         tokens_out + 5
     )
+
+
+async def test_a_priced_request_counts_its_cost_in_the_prices_unit() -> None:
+    priced = replace(PROFILE, name="priced-test", prices=Prices(input_nanos=150, output_nanos=600))
+    before = value("toolloop_llm_cost_total", profile="priced-test")
+    unpriced = value("toolloop_llm_cost_total", profile="router-test")
+    reply = ModelReply("hi", usage=Usage(1_000, 500))
+
+    await MeteredLLMClient(FakeModel(reply)).complete(priced, [Message.user("hello")])
+    await MeteredLLMClient(FakeModel(reply)).complete(PROFILE, [Message.user("hello")])
+
+    assert value("toolloop_llm_cost_total", profile="priced-test") == pytest.approx(
+        before + 0.00045
+    )
+    assert value("toolloop_llm_cost_total", profile="router-test") == unpriced
 
 
 async def test_a_failed_request_counts_under_its_error_category() -> None:
