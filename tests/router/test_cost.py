@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.router.loop import Paused
 from app.router.ports import UsageEntry
 from app.router.request import Budgets
 from app.router.request_checks import admit
@@ -93,3 +94,22 @@ def test_max_cost_needs_prices_on_both_profiles(harness: RouterHarness) -> None:
             "and final profiles",
         )
     ]
+
+
+async def test_a_resumed_run_keeps_its_cost_and_its_cost_budget(harness: RouterHarness) -> None:
+    harness.model.script(
+        openai_calls(("c1", "publish", {"title": "t"}), prompt_tokens=100, completion_tokens=20)
+    )
+    paused = await harness.start(request(**PRICED, budgets={"max_cost_nanos": 700}))
+    assert isinstance(paused, Paused)
+    assert paused.outcome.state["cost"] == "0.000000400"
+    harness.model.script(
+        openai_text("published", prompt_tokens=100, completion_tokens=20),
+        openai_text("never asked"),
+    )
+
+    result = await harness.resume(paused, (0, True, "fine"))
+
+    assert_stopped(result, "budget:max_cost")
+    assert result.outcome.state["cost"] == "0.000000800"
+    assert [entry.cost_nanos for entry in harness.ledger.entries] == [400, 400]
