@@ -29,6 +29,7 @@ from toolloop.client.models import (
     Run,
     RunAccepted,
     RunEvent,
+    Usage,
 )
 from toolloop.client.retry import NO_RETRY, RetryPolicy
 from toolloop.client.sync import Client
@@ -57,4 +58,5 @@ __all__ = [
     "ToolLoopError",
     "UnansweredRequest",
     "Unreachable",
+    "Usage",
 ]

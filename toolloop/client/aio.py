@@ -22,6 +22,7 @@ from toolloop.client.models import (
     Run,
     RunAccepted,
     RunEvent,
+    Usage,
 )
 from toolloop.client.retry import NOT_SENT, RETRYABLE_STATUSES, RetryPolicy
 from toolloop.client.sync import auth_headers
@@ -189,6 +190,10 @@ class AsyncClient:
 
     def audit(self, run_id: str, *, limit: int | None = None) -> AsyncIterator[AuditEvent]:
         return self._pages(f"/runs/{run_id}/audit", AuditEvent.from_wire, limit=limit)
+
+    def usage(self, **filters: Any) -> AsyncIterator[Usage]:
+        """`GET /usage`: `bucket` ("hour" or "day"), owner, caller, profile, since, until."""
+        return self._pages("/usage", Usage.from_wire, **filters)
 
     async def tools(self) -> dict[str, Any]:
         return await self._json(ops.get("/tools"))

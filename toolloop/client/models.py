@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 
@@ -231,6 +232,32 @@ class AuditEvent:
         return cls(
             data["id"], data.get("run_id"), _time(data.get("at")), data["kind"],
             data.get("detail") or {}, data,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Model tokens and cost summed over one hour or day, owner, caller and profile;
+    `cost` is exact (a Decimal), None when the profile declares no prices."""
+
+    bucket: str
+    start: datetime | None
+    owner: str
+    caller: str | None
+    profile: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Usage:
+        cost = data.get("cost")
+        return cls(
+            data["bucket"], _time(data.get("start")), data["owner"], data.get("caller"),
+            data["profile"], data["requests"], data["input_tokens"], data["output_tokens"],
+            None if cost is None else Decimal(cost), data,
         )  # fmt: skip
 
 

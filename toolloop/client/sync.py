@@ -22,6 +22,7 @@ from toolloop.client.models import (
     Run,
     RunAccepted,
     RunEvent,
+    Usage,
 )
 from toolloop.client.retry import NOT_SENT, RETRYABLE_STATUSES, RetryPolicy
 
@@ -192,6 +193,10 @@ class Client:
 
     def audit(self, run_id: str, *, limit: int | None = None) -> Iterator[AuditEvent]:
         return self._pages(f"/runs/{run_id}/audit", AuditEvent.from_wire, limit=limit)
+
+    def usage(self, **filters: Any) -> Iterator[Usage]:
+        """`GET /usage`: `bucket` ("hour" or "day"), owner, caller, profile, since, until."""
+        return self._pages("/usage", Usage.from_wire, **filters)
 
     def tools(self) -> dict[str, Any]:
         return self._json(ops.get("/tools"))

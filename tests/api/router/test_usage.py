@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from app.store.repositories.usage import UsageRepository
 from tests.router.http_support import router_settings, run_body, running
 from tests.router.replies import openai_calls, openai_text
 from tests.router.scripted_server import ScriptedServer, profiles_yaml
+from toolloop.client import AsyncClient
 
 # 0.002 and 0.010 per million tokens: 2 and 10 nano-units a token.
 PRICES = """\
@@ -268,3 +270,19 @@ async def test_usage_needs_runs_read_and_shows_a_key_its_own(
     assert {i["caller"] for i in by_alice.json()["items"]} == {"alice"}
     assert alice_asks_for_bob.json()["items"] == []
     assert {i["caller"] for i in by_operator.json()["items"]} == {"alice", "bob"}
+
+
+async def test_the_client_reads_usage_page_by_page_with_exact_costs(
+    app: FastAPI, model: ScriptedServer
+) -> None:
+    _priced_run(model)
+    transport = httpx.ASGITransport(app=app)
+    async with AsyncClient("http://127.0.0.1", transport=transport) as client:
+        await client.run_router(run_body(**PRICED))
+        rows = [row async for row in client.usage(bucket="hour", limit=1)]
+
+    assert [(row.profile, row.requests, row.cost) for row in rows] == [
+        ("final-priced", 1, Decimal("0.0000004")),
+        ("router-priced", 2, Decimal("0.00000075")),
+    ]
+    assert all(row.bucket == "hour" and row.caller is None for row in rows)
