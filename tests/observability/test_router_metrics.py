@@ -67,8 +67,8 @@ async def test_a_priced_request_counts_its_cost_in_the_prices_unit() -> None:
     unpriced = value("toolloop_llm_cost_total", profile="router-test")
     reply = ModelReply("hi", usage=Usage(1_000, 500))
 
-    await MeteredLLMClient(FakeModel(reply)).complete(priced, [Message.user("hello")])
-    await MeteredLLMClient(FakeModel(reply)).complete(PROFILE, [Message.user("hello")])
+    await MeteredLLMClient(FakeLLM(reply)).complete(priced, [Message.user("hello")])
+    await MeteredLLMClient(FakeLLM(reply)).complete(PROFILE, [Message.user("hello")])
 
     assert value("toolloop_llm_cost_total", profile="priced-test") == pytest.approx(
         before + 0.00045

@@ -8,8 +8,8 @@ from app.router.request import Budgets
 from app.router.request_checks import admit
 from tests.router import router_tools
 from tests.router.harness import PROFILES, RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
 from tests.router.test_stops import assert_stopped
+from tests.support.fake_llm import openai_calls, openai_text
 
 PRICED = {"router_profile": "router-priced", "final_profile": "final-priced"}
 

@@ -11,7 +11,7 @@ from app.router.outcome import RunStatus
 from tests.observability.metrics_reading import value
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request
-from tests.router.replies import openai_calls, openai_text
+from tests.support.fake_llm import openai_calls, openai_text
 
 _SHADOW = "toolloop_guardrail_shadow_total"
 

@@ -15,8 +15,7 @@ from app.cli import main
 from app.settings import Settings
 from tests.router import router_tools
 from tests.router.http_support import run_body
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 
 
 async def _backtest(
@@ -36,7 +35,7 @@ async def _backtest(
     return code, capsys.readouterr().out
 
 
-async def _shadowed_run(client: httpx.AsyncClient, model: ScriptedServer) -> dict[str, Any]:
+async def _shadowed_run(client: httpx.AsyncClient, model: FakeLLM) -> dict[str, Any]:
     model.script(
         openai_calls(("c1", "echo", {"text": "hi"}), ("c2", "lookup", {"term": "x"})),
         openai_text("enough"),
@@ -49,7 +48,7 @@ async def _shadowed_run(client: httpx.AsyncClient, model: ScriptedServer) -> dic
 
 
 async def test_a_shadow_denial_is_audited_and_the_call_runs(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     body = await _shadowed_run(client, model)
 
@@ -71,7 +70,7 @@ async def test_a_shadow_denial_is_audited_and_the_call_runs(
 
 async def test_a_backtest_reports_what_a_guardrail_would_have_denied(
     client: httpx.AsyncClient,
-    model: ScriptedServer,
+    model: FakeLLM,
     settings: Settings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

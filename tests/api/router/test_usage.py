@@ -4,7 +4,6 @@ and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,9 +16,9 @@ from fastapi import FastAPI
 from app.api.auth import create_key
 from app.settings import Settings
 from app.store.repositories.usage import UsageRepository
-from tests.router.http_support import router_settings, run_body, running
-from tests.router.replies import openai_calls, openai_text
-from tests.router.scripted_server import ScriptedServer, profiles_yaml
+from tests.router.http_support import router_settings, run_body
+from tests.support.app import running
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml
 from toolloop.client import AsyncClient
 
 # 0.002 and 0.010 per million tokens: 2 and 10 nano-units a token.
@@ -47,17 +46,11 @@ def usage_settings(database_url: str, tmp_path: Path, base_url: str, **extra: An
 
 
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path, model: ScriptedServer) -> Settings:
-    return usage_settings(database_url, tmp_path, model.base_url)
+def settings(database_url: str, tmp_path: Path, model_url: str) -> Settings:
+    return usage_settings(database_url, tmp_path, model_url)
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    async with running(settings) as (app, _):
-        yield app
-
-
-def _priced_run(model: ScriptedServer) -> None:
+def _priced_run(model: FakeLLM) -> None:
     model.script(
         openai_calls(("c1", "lookup", {"term": "x"}), prompt_tokens=100, completion_tokens=20),
         openai_text("enough", prompt_tokens=150, completion_tokens=5),
@@ -66,7 +59,7 @@ def _priced_run(model: ScriptedServer) -> None:
 
 
 async def test_every_model_request_is_in_the_ledger_with_its_cost(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     _priced_run(model)
     response = await client.post("/router/runs", json=run_body(**PRICED))
@@ -101,7 +94,7 @@ async def test_every_model_request_is_in_the_ledger_with_its_cost(
 
 
 async def test_a_profile_without_prices_is_in_the_ledger_without_a_cost(
-    client: httpx.AsyncClient, model: ScriptedServer
+    client: httpx.AsyncClient, model: FakeLLM
 ) -> None:
     model.script(openai_text("enough"), openai_text("answer"))
     assert (await client.post("/router/runs", json=run_body())).status_code == 200
@@ -189,7 +182,7 @@ async def test_bad_usage_queries_are_422_naming_each_problem(client: httpx.Async
     assert [e["pointer"] for e in invalid.json()["errors"]] == ["/bucket", "/since"]
 
 
-async def test_max_cost_stops_the_run(client: httpx.AsyncClient, model: ScriptedServer) -> None:
+async def test_max_cost_stops_the_run(client: httpx.AsyncClient, model: FakeLLM) -> None:
     _priced_run(model)
 
     response = await client.post(
@@ -208,9 +201,7 @@ async def test_max_cost_stops_the_run(client: httpx.AsyncClient, model: Scripted
     assert [(i["profile"], i["requests"]) for i in usage] == [("router-priced", 1)]
 
 
-async def test_max_cost_without_prices_is_a_422(
-    client: httpx.AsyncClient, model: ScriptedServer
-) -> None:
+async def test_max_cost_without_prices_is_a_422(client: httpx.AsyncClient, model: FakeLLM) -> None:
     unpriced = await client.post("/router/runs", json=run_body(budgets={"max_cost": "1"}))
     malformed = await client.post(
         "/router/runs", json=run_body(**PRICED, budgets={"max_cost": "1e-3"})
@@ -239,14 +230,14 @@ async def test_max_cost_without_prices_is_a_422(
 
 
 async def test_usage_needs_runs_read_and_shows_a_key_its_own(
-    sqlite_url: str, tmp_path: Path, model: ScriptedServer
+    sqlite_url: str, tmp_path: Path, model: FakeLLM, model_url: str
 ) -> None:
     keys = tmp_path / "keys.yml"
     alice = create_key(keys, "alice", ["router:run", "runs:read"])
     bob = create_key(keys, "bob", ["router:run", "runs:read"])
     operator = create_key(keys, "operator", ["runs:read:all"])
     metrics_only = create_key(keys, "scraper", ["metrics:read"])
-    settings = usage_settings(sqlite_url, tmp_path, model.base_url, api_keys=keys)
+    settings = usage_settings(sqlite_url, tmp_path, model_url, api_keys=keys)
 
     async with running(settings) as (_, client):
         for key in (alice, bob):
@@ -273,7 +264,7 @@ async def test_usage_needs_runs_read_and_shows_a_key_its_own(
 
 
 async def test_the_client_reads_usage_page_by_page_with_exact_costs(
-    app: FastAPI, model: ScriptedServer
+    app: FastAPI, model: FakeLLM
 ) -> None:
     _priced_run(model)
     transport = httpx.ASGITransport(app=app)
