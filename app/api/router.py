@@ -23,7 +23,7 @@ from app.api.openapi import json_body
 from app.api.responses import FastJSONResponse
 from app.api.run_start import RUN_START_PARAMETERS, RUN_START_RESPONSES, start_run
 from app.api.schemas.router import ConfirmationIn, RouterRunIn, RouterRunOut
-from app.contract.canonical import canonical_json, sha256_digest
+from app.foundation.canonical import canonical_json, sha256_digest
 from app.service.router.service import RouterService
 from app.service.runtime import Runtime
 

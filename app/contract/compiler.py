@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 
 from app.contract.callables import CallableError, require_one_argument, resolve_callable
-from app.contract.canonical import canonical_json, sha256_digest
 from app.contract.checks import check_envelope_fields, check_owner, check_tool
 from app.contract.compiled import (
     NO_RETRY,
@@ -45,6 +44,7 @@ from app.contract.errors import ContractProblem, RegistryError, SchemaDefinition
 from app.contract.registry_file import OwnerPart, RegistryFile
 from app.contract.remote import unbound_remote_target
 from app.contract.schemas import CompiledSchema, compile_schema
+from app.foundation.canonical import canonical_json, sha256_digest
 
 
 @dataclass

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from app.contract.canonical import canonical_json, sha256_digest
 from app.engine.errors import EngineError
+from app.foundation.canonical import canonical_json, sha256_digest
 
 # A call within its run: (item_key, call_key); call keys are unique per chain.
 CallPlace = tuple[str | None, str]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract.canonical import fingerprint
 from app.contract.compiled import Effect, Tool
 from app.contract.schemas import CompiledSchema
 from app.engine.call import Call
 from app.engine.receipt import CallError, ErrorKind, Status
+from app.foundation.canonical import fingerprint
 
 Outcome = tuple[Status, Any, CallError | None]
 

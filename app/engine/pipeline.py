@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from app.contract.canonical import fingerprint
 from app.contract.compiled import Contract, Effect, Tool
 from app.engine.admission import ToolGate, build_gates
 from app.engine.audit import Auditor, error_detail
@@ -56,6 +55,7 @@ from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
 from app.engine.storable import NUL_ESCAPE, UNSTORABLE_OUTPUT, unstorable_problem
 from app.engine.watchdog import Watchdog, WatchdogExpired
+from app.foundation.canonical import fingerprint
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.foundation.waiting import wait_all
 

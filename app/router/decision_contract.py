@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.contract.canonical import fingerprint
 from app.contract.compiled import Tool
 from app.engine.failures import BAD_ARGS, describe_problems
+from app.foundation.canonical import fingerprint
 from app.llm.messages import ToolCall
 from app.router.gating import gate_problem
 from app.router.policies import short

@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from uuid import uuid4
 
-from app.contract.canonical import fingerprint
 from app.contract.compiled import Tool
 from app.engine.confirmation import ConfirmationDecision
 from app.engine.receipt import ErrorKind
 from app.engine.run import RunIdentity
+from app.foundation.canonical import fingerprint
 from app.foundation.redaction import DEFAULT_REDACTOR
 from app.llm.messages import Message, ModelReply, ToolCall, WireCache
 from app.observability.router import record_shadow_verdict

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.contract.canonical import canonical_json, sha256_digest
+from app.foundation.canonical import canonical_json, sha256_digest
 
 
 def args_digest(args: Mapping[str, Any]) -> str:

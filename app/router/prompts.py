@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from app.contract.canonical import sha256_digest
+from app.foundation.canonical import sha256_digest
 from app.foundation.yaml_loader import YAMLLoadError, parse_yaml
 
 MAX_PROMPT_BYTES = 64 * 1024

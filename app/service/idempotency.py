@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.contract.canonical import canonical_json, sha256_digest
+from app.foundation.canonical import canonical_json, sha256_digest
 from app.foundation.redaction import Redactor
 from app.service.commits import committed
 from app.service.errors import (

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
-from app.store import serialization
+from app.foundation import serialization
 from app.store.journal.sqlite.statements import bind_none_as_is
 
 SQLITE_PRAGMAS = (

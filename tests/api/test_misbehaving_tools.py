@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.contract.canonical import canonical_json, sha256_digest
+from app.foundation.canonical import canonical_json, sha256_digest
 from app.foundation.redaction import REDACTED
 from app.settings import Settings
 from tests.api import misbehaving_tools

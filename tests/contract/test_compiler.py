@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from app.contract import NO_RETRY, ContractProblem, Effect, RegistryError, load_contract
-from app.contract.canonical import canonical_json, sha256_digest
+from app.foundation.canonical import canonical_json, sha256_digest
 from tests.contract.fixtures_callables import good
 from tests.contract.helpers import (
     GOOD,

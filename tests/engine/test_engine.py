@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from app.contract.canonical import fingerprint
 from app.engine import CallRejected
 from app.engine.errors import ReceiptWriteFailed
 from app.engine.plan import Lane, ParallelPlan, PlannedCall, SequentialPlan
 from app.engine.ports import CachedOutput
 from app.engine.receipt import Receipt, Status
 from app.engine.run import RunKind
+from app.foundation.canonical import fingerprint
 from tests.engine import engine_tools
 from tests.engine.harness import OWNER, tool
 

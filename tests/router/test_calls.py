@@ -9,11 +9,11 @@ from uuid import uuid4
 
 import pytest
 
-from app.contract.canonical import fingerprint
 from app.engine.engine import Engine
 from app.engine.memory import MemoryAuditSink, MemoryReceiptSink
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity, RunState
+from app.foundation.canonical import fingerprint
 from app.router.loop import Finished, RouterRun
 from tests.router import router_tools
 from tests.router.harness import RouterHarness, request

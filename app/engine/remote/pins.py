@@ -20,8 +20,8 @@ from typing import Any
 
 from mcp_types import Tool as ListedTool
 
-from app.contract.canonical import canonical_json
 from app.contract.compiled import Tool
+from app.foundation.canonical import canonical_json
 
 
 class Unavailable(StrEnum):

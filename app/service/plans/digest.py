@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract.canonical import canonical_json, sha256_digest
 from app.engine import ParallelPlan, PlannedCall, SequentialPlan
+from app.foundation.canonical import canonical_json, sha256_digest
 
 
 def plan_digest(plan: SequentialPlan | ParallelPlan) -> str:

@@ -31,6 +31,7 @@ from app.engine import (
     Settled,
     WaitingCall,
 )
+from app.foundation.stored_output import stored_output
 from app.observability.answer_trace_ids import with_current_trace_id
 from app.observability.plans import record_plan_finished
 from app.service.errors import StorageUnavailable
@@ -44,7 +45,6 @@ from app.service.runs.records import (
     stored_receipts,
 )
 from app.service.runs.tasks import RunResult
-from app.store.journal.stored_output import stored_output
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 

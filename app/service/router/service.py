@@ -20,8 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contract import Contract
-from app.contract.canonical import canonical_json, sha256_digest
 from app.engine import PlanProblem, RunIdentity
+from app.foundation.canonical import canonical_json, sha256_digest
 from app.foundation.ids import new_run_id
 from app.llm.profiles import Profiles
 from app.llm.replay import ReplayModel

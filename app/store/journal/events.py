@@ -15,6 +15,7 @@ from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind
 from app.foundation.redaction import DEFAULT_REDACTOR, may_hold_secret
+from app.foundation.serialization import dumps
 from app.store.journal.rows import (
     AUDIT_COLUMNS,
     RenderedTimes,
@@ -35,7 +36,6 @@ from app.store.repositories.audit import (
     MICROSECOND,
     STARTED_DETAIL,
 )
-from app.store.serialization import dumps
 
 _AUDIT_KEYS = frozenset(AUDIT_COLUMNS)
 

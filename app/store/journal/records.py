@@ -12,9 +12,9 @@ from typing import Any
 
 from app.engine.ports import CachedOutput
 from app.engine.receipt import Receipt, Status
+from app.foundation.serialization import dumps
+from app.foundation.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
 from app.store.journal.rows import RenderedTimes, aware, sqlite_time
-from app.store.journal.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES, stored_output
-from app.store.serialization import dumps
 
 
 def receipt_row(
@@ -58,9 +58,8 @@ def receipt_values(
     `rows.encode` make of the receipt, column for column (`rows.RECEIPT_COLUMNS`),
     with no row in between (about half the cost). PostgreSQL's datetimes stay
     datetimes, and a naive one is refused here, as the encoding would refuse it."""
-    output, written, error, control = receipt.redacted_parts_with_json()
-    stored = stored_output(output, max_output_bytes, written)
-    value, text = stored.value, stored.json
+    # The row's own encodings first, then the lower layers' (redaction, the stored
+    # copy, JSON): the receipt's walk to its row goes down the layers only.
     started_at: datetime | str
     finished_at: datetime | str
     if rendered is None:
@@ -68,6 +67,9 @@ def receipt_values(
     else:
         started_at = sqlite_time(receipt.started_at, rendered)
         finished_at = sqlite_time(receipt.finished_at, rendered)
+    output, written, error, control = receipt.redacted_parts_with_json()
+    stored = stored_output(output, max_output_bytes, written)
+    value, text = stored.value, stored.json
     return (
         receipt.receipt_id,
         receipt.run_id,

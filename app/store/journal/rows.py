@@ -8,7 +8,7 @@ the engine's objects into driver tuples (`app.store.journal.records`,
 (`RECEIPT_COLUMNS`, `AUDIT_COLUMNS`) and their layouts follow it.
 
 Values are encoded exactly as the column types would encode them (JSON text from
-`app.store.serialization.dumps`; on SQLite, datetimes as naive UTC text in
+`app.foundation.serialization.dumps`; on SQLite, datetimes as naive UTC text in
 SQLAlchemy's storage format), so a row reads back identically whichever path
 wrote it.
 """
@@ -23,8 +23,8 @@ from typing import Any, cast
 
 from sqlalchemy import JSON, BigInteger, Boolean, ColumnDefault, Float, Integer, String, Table
 
+from app.foundation.serialization import dumps
 from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt
-from app.store.serialization import dumps
 from app.store.types import UtcDateTime
 
 # The receipts' driver tuples, column for column (`records.receipt_values` makes

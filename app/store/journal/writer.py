@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
+from app.foundation.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.observability.receipts import (
     record_receipt_commit,
     record_wal_wait,
@@ -24,7 +25,6 @@ from app.store.journal.postgres.process import PostgresWriterProcess
 from app.store.journal.queue import Claim, Group, Pending, Taken
 from app.store.journal.sqlite.checkpoints import WalKeeper
 from app.store.journal.sqlite.process import SqliteWriterProcess
-from app.store.journal.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 
 logger = logging.getLogger("toolloop.writer")
 

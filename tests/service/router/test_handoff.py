@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from app.contract.canonical import fingerprint
 from app.engine.engine import Engine
 from app.engine.receipt import Receipt
 from app.engine.run import RunState
+from app.foundation.canonical import fingerprint
 from tests.router.http_support import router_settings, run_body
 from tests.support.app import running
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text

@@ -13,6 +13,7 @@ from sqlalchemy import bindparam, event, insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from app.foundation.serialization import json_bytes
 from app.store.database import (
     create_database_engine,
     create_session_factory,
@@ -35,7 +36,6 @@ from app.store.migrate import upgrade_database
 from app.store.models import Receipt
 from app.store.repositories import AuditRepository, ReceiptRepository, RunRepository
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
-from app.store.serialization import json_bytes
 from tests.store.factories import CONTRACT_HASH, T0, create_run, receipt_row
 from tests.store.generic_plans import generic_plan
 

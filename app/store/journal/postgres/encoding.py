@@ -23,6 +23,7 @@ import psycopg
 from orjson import Fragment
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.foundation.serialization import dumps, json_bytes
 from app.store.journal.postgres import driver
 from app.store.journal.postgres import statements as program
 from app.store.journal.rows import (
@@ -36,7 +37,6 @@ from app.store.journal.rows import (
     release_values,
 )
 from app.store.models import IdempotencyKey, Run
-from app.store.serialization import dumps, json_bytes
 
 # From this many rows of one table, PostgreSQL takes them by binary COPY rather
 # than as a JSON batch in the pipeline.

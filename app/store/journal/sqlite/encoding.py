@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from app.foundation.serialization import dumps
 from app.store.journal.batch import Batch
 from app.store.journal.events import audit_event_values
 from app.store.journal.rows import (
@@ -22,7 +23,6 @@ from app.store.journal.rows import (
 )
 from app.store.journal.sqlite.statements import SqliteClaims, SqliteStatement
 from app.store.models import AuditEvent, IdempotencyKey, Receipt, Run
-from app.store.serialization import dumps
 
 # A run's end; a None `call_count` keeps the stored count.
 FINISH = (

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from app.contract.canonical import canonical_json, sha256_digest
-from app.store.serialization import json_bytes
+from app.foundation.canonical import canonical_json, sha256_digest
+from app.foundation.serialization import json_bytes
 
 DEFAULT_MAX_STORED_OUTPUT_BYTES = 1024 * 1024
 PREVIEW_BYTES = 512
@@ -27,7 +27,7 @@ class StoredOutput(NamedTuple):
     value: Any
     digest: str | None = None
     truncated: bool = False
-    # A whole output's JSON, as the store writes it (`app.store.serialization.dumps`),
+    # A whole output's JSON, as the store writes it (`app.foundation.serialization.dumps`),
     # when orjson wrote it while sizing it.
     json: bytes | None = None
 
@@ -51,7 +51,7 @@ def stored_output(output: Any, max_bytes: int, written: bytes | None = None) -> 
 
 def _dumps(value: Any) -> tuple[bytes, bool]:
     """The value's JSON, and whether it is byte for byte what the store writes
-    (`app.store.serialization.json_bytes`: string keys only first, orjson's quicker
+    (`app.foundation.serialization.json_bytes`: string keys only first, orjson's quicker
     path, then other keys written as strings); the stdlib's, for integers beyond
     64 bits, is not."""
     try:

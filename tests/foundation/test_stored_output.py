@@ -4,9 +4,9 @@ import uuid
 
 import orjson
 
-from app.contract.canonical import canonical_json, sha256_digest
-from app.store.journal.stored_output import stored_output
-from app.store.serialization import json_bytes
+from app.foundation.canonical import canonical_json, sha256_digest
+from app.foundation.serialization import json_bytes
+from app.foundation.stored_output import stored_output
 
 
 def test_an_output_within_the_cap_is_kept_whole_without_a_digest() -> None:

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 import pytest
 
-from app.store.serialization import dumps, json_bytes
+from app.foundation.serialization import dumps, json_bytes
 
 
 class Kind(StrEnum):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.contract.canonical import canonical_json, fingerprint, sha256_digest
+from app.foundation.canonical import canonical_json, fingerprint, sha256_digest
 
 
 def test_sorted_keys_and_no_whitespace() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.contract.canonical import _normalize, canonical_json, fingerprint, sha256_digest
+from app.foundation.canonical import _normalize, canonical_json, fingerprint, sha256_digest
 
 
 class Label(str, enum.Enum):  # noqa: UP042 (a str subclass on purpose)
