@@ -16,6 +16,7 @@ from tests.api.console.console_registry import write_registry as write_console_r
 from tests.faults.fault_tools import CALL_LOG_ENV, GATE_DIR_ENV
 from tests.faults.registry import gate, server_env, step, write_registry
 from tests.live_server import REPO, ServerProcess, free_port
+from tests.support.waiting import wait_for_sync
 from toolloop.client import (
     AsyncClient,
     Client,
@@ -165,12 +166,18 @@ def test_a_plan_whose_answer_was_lost_in_a_crash_is_not_run_again(
             except ConnectionLost as exc:
                 lost.append(exc)
 
+    def first_receipt_stored() -> bool:
+        with Client(first.base) as reader:
+            return any(
+                next(reader.run_receipts(run.run_id), None) is not None for run in reader.runs()
+            )
+
     sender = threading.Thread(target=send)
     sender.start()
-    for _ in range(600):  # a bound on the wait: until the gate's call has begun
-        if len(executions(tmp_path)) == 2:
-            break
-        threading.Event().wait(0.05)
+    # The crash comes once the gate's call has begun and the call before it is stored
+    # (a receipt not yet committed at the crash runs again on resume, by design).
+    wait_for_sync(lambda: len(executions(tmp_path)) == 2, "the gate's call begins")
+    wait_for_sync(first_receipt_stored, "the first call's receipt is stored")
     first.kill()
     sender.join(timeout=60)
     (tmp_path / "after-crash").touch()
