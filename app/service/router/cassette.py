@@ -74,6 +74,8 @@ class _Budgets(_Strict):
     max_turns: _Positive | None
     deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None
     max_tokens: _Positive | None
+    # A cassette may leave it out: the run had no cost budget.
+    max_cost_nanos: Annotated[int, Field(ge=0)] | None = None
 
 
 class _Step(_Strict):
