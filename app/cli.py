@@ -8,33 +8,29 @@ import logging
 import re
 import sys
 from collections.abc import Sequence
-from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
 
 from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
 from app.contract import Contract, RegistryError, load_contract
+from app.serving import ServiceServer, ServingFailed
 from app.settings import Settings
 from app.store.database import (
     DatabaseUnavailable,
     check_database,
     create_database_engine,
     create_session_factory,
+    is_sqlite_url,
 )
 from app.store.migrate import upgrade_database
 
 if TYPE_CHECKING:
-    import uvicorn
-    from fastapi import FastAPI
-
     from app.service.router.backtest import BacktestReport
 
-# uvicorn's exit status when the application failed to start.
-STARTUP_FAILURE = 3
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
@@ -64,6 +60,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _settings_flags(serve)
     serve.add_argument("--host", help="bind address (env TOOLLOOP_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env TOOLLOOP_PORT, default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes serving the port, each a whole service; above 1 needs "
+        "PostgreSQL (env TOOLLOOP_WORKERS, default 1)",
+    )
     serve.add_argument(
         "--forwarded-allow-ips",
         metavar="ADDRESSES",
@@ -186,6 +189,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "database_url",
         "host",
         "port",
+        "workers",
         "forwarded_allow_ips",
         "cors_origins",
         "profiles",
@@ -230,12 +234,13 @@ async def _prepare_database(url: str) -> None:
 
 
 def _serve(settings: Settings) -> int:
-
-    from app.api.app import create_app
-    from app.api.server import GracefulServer
     from app.observability.logging import configure_logging
-    from app.observability.tracing import TracingUnavailable
 
+    if settings.workers > 1 and is_sqlite_url(settings.database_url):
+        return _fail(
+            f"refusing to start: --workers {settings.workers} needs PostgreSQL; SQLite takes "
+            "writes from one process at a time, so on SQLite the service runs as one process"
+        )
     try:
         check_open_bind(settings.host, settings.api_keys is not None)
         if settings.api_keys is not None:
@@ -247,49 +252,19 @@ def _serve(settings: Settings) -> int:
         return 1
     configure_logging(settings.log_level, settings.log_format)
     if not settings.wait_for_database_s:
+        # Once, before any worker starts: the workers then find the database at the head.
         try:
             asyncio.run(_prepare_database(settings.database_url))
         except DatabaseUnavailable as exc:
             return _fail(str(exc))
     try:
-        app = create_app(settings, contract, tune_collector=True)
-    except TracingUnavailable as exc:
-        return _fail(f"refusing to start: {exc}")
+        if settings.workers > 1:
+            from app.workers import serve_workers
 
-    async def end_runs_and_streams() -> None:
-        runtime = getattr(app.state, "runtime", None)
-        if runtime is not None:
-            await runtime.begin_shutdown()
-
-    server = GracefulServer(server_config(app, settings), before_shutdown=end_runs_and_streams)
-    app.state.stop_serving = lambda: setattr(server, "should_exit", True)
-    with suppress(KeyboardInterrupt):
-        server.run()
-    failure = getattr(app.state, "startup_failure", None)
-    if failure is not None:
-        return _fail(failure)
-    return 0 if server.started else STARTUP_FAILURE
-
-
-def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
-    import uvicorn
-
-    trusted = settings.forwarded_allow_ips
-    return uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        # The redacting handler stays; the middleware logs each request.
-        log_config=None,
-        access_log=False,
-        # Proxy headers only from the proxies the operator names: uvicorn's own
-        # default believes any client on 127.0.0.1, which could then pose as any
-        # address (and reset its failed-key throttle) with a made-up X-Forwarded-For.
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=list(trusted),
-        # uvicorn types it as int; it is only ever used as a timeout in seconds.
-        timeout_graceful_shutdown=cast(int, settings.shutdown_grace_s),
-    )
+            return serve_workers(settings)
+        return ServiceServer(settings, contract).run()
+    except ServingFailed as exc:
+        return _fail(str(exc))
 
 
 def _db_upgrade(settings: Settings) -> int:

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     # Web origins (scheme://host[:port]) whose pages may call the API (CORS). Empty: none.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     port: int = Field(default=8000, ge=1, le=65535)
+    # Server processes sharing the port (`toolloop serve --workers`); above 1 needs PostgreSQL.
+    workers: int = Field(default=1, ge=1)
 
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     max_json_depth: int = Field(default=64, gt=0)

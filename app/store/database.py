@@ -131,6 +131,14 @@ def database_target(url: str | URL) -> str:
     return f"{host}:{port}/{parsed.database or ''}"
 
 
+def is_sqlite_url(url: str | URL) -> bool:
+    """Whether `url` names an SQLite database (False for one that cannot be parsed)."""
+    try:
+        return _is_sqlite(_parse(url))
+    except UnsupportedDatabaseURL:
+        return False
+
+
 def sqlite_file(url: str | URL) -> Path | None:
     """The database file of a SQLite URL; None for PostgreSQL, memory and `uri=true` URLs."""
     parsed = _parse(url)
