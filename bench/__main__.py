@@ -23,7 +23,7 @@ RESULTS = Path(__file__).with_name("results")
 
 
 def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
-    from bench import cache, http, overhead, parallel, receipts, router, scale, tracing
+    from bench import cache, http, overhead, parallel, receipts, router, scale, tracing, workers
 
     return {
         "overhead": overhead.measure,
@@ -34,6 +34,7 @@ def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
         "scale": scale.measure,
         "http": http.measure,
         "tracing": tracing.measure,
+        "workers": workers.measure,
     }
 
 
