@@ -7,6 +7,8 @@ served, and then read what each did from the database they share.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from functools import partial
@@ -17,6 +19,7 @@ import httpx
 import pytest
 
 from app.cli import main
+from app.workers import METRICS_DIRECTORY_VARIABLE, metrics_directory
 from tests.faults.fault_tools import GATE_DIR_ENV
 from tests.faults.registry import gate, hold, sequential, step, write_registry
 from tests.live_server import REPO, has_ended
@@ -57,6 +60,27 @@ def test_more_than_one_worker_on_sqlite_is_refused_in_one_line(
 def test_zero_workers_is_a_settings_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--workers", "0"]) == 1
     assert "workers" in capsys.readouterr().err
+
+
+def test_the_metrics_directory_is_private_unless_the_operator_set_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(METRICS_DIRECTORY_VARIABLE, raising=False)
+    with metrics_directory() as made:
+        assert os.environ[METRICS_DIRECTORY_VARIABLE] == made  # the workers inherit it
+        assert Path(made).is_dir()
+        assert not any(Path(made).iterdir())
+        (Path(made) / "counter_1.db").write_bytes(b"")
+    assert not Path(made).exists()
+    assert METRICS_DIRECTORY_VARIABLE not in os.environ
+
+    chosen = tmp_path / "metrics"
+    chosen.mkdir()
+    (chosen / "counter_1.db").write_bytes(b"")
+    monkeypatch.setenv(METRICS_DIRECTORY_VARIABLE, str(chosen))
+    with metrics_directory() as used:
+        assert used == str(chosen)
+    assert (chosen / "counter_1.db").exists()  # the operator's, left as it was
 
 
 def _env(tmp_path: Path, postgres_url: str, **settings: str) -> dict[str, str]:
@@ -161,8 +185,9 @@ def test_two_workers_share_the_port_the_runs_and_the_metrics(
 
 
 @pytest.mark.postgres
-def test_sigterm_stops_every_worker_and_ends_their_runs_interrupted(
-    tmp_path: Path, postgres_url: str
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_stops_every_worker_and_ends_their_runs_interrupted(
+    tmp_path: Path, postgres_url: str, stop: int
 ) -> None:
     with workers(tmp_path, 2, _env(tmp_path, postgres_url)) as group:
         pids = group.wait_until_serving(2)
@@ -170,7 +195,7 @@ def test_sigterm_stops_every_worker_and_ends_their_runs_interrupted(
         metrics_directory = Path(_environment(next(iter(pids)))["PROMETHEUS_MULTIPROC_DIR"])
         assert metrics_directory.is_dir()
 
-        assert group.terminate() == 0
+        assert group.terminate(stop) == 0
 
         assert all(has_ended(pid) for pid in pids)
         statuses = fetch(postgres_url, "SELECT status FROM runs")

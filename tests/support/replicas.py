@@ -121,9 +121,10 @@ class Workers:
         os.kill(pid, signal.SIGKILL)
         wait_for_sync(lambda: has_ended(pid), f"worker {pid} ended")
 
-    def terminate(self) -> int:
-        """SIGTERM the supervisor (a graceful shutdown of every worker); its exit status."""
-        self.server.process.send_signal(signal.SIGTERM)
+    def terminate(self, signal_number: int = signal.SIGTERM) -> int:
+        """Signal the supervisor (SIGTERM or SIGINT: a graceful shutdown of every worker);
+        its exit status."""
+        self.server.process.send_signal(signal_number)
         return self.server.process.wait(timeout=60)
 
 
