@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
 from app.contract import Contract, RegistryError, load_contract
-from app.serving import ServiceServer, ServingFailed
+from app.serving import STARTUP_FAILURE, ServiceServer, ServingFailed
 from app.settings import Settings
 from app.store.database import (
     DatabaseUnavailable,
@@ -261,7 +261,10 @@ def _serve(settings: Settings) -> int:
         if settings.workers > 1:
             from app.workers import serve_workers
 
-            return serve_workers(settings)
+            status = serve_workers(settings)
+            if status == STARTUP_FAILURE:
+                _fail("a worker failed to start (its reason is above); every worker stopped")
+            return status
         return ServiceServer(settings, contract).run()
     except ServingFailed as exc:
         return _fail(str(exc))

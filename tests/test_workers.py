@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -19,10 +21,12 @@ import httpx
 import pytest
 
 from app.cli import main
+from app.serving import STARTUP_FAILURE
 from app.workers import METRICS_DIRECTORY_VARIABLE, metrics_directory
+from bench.child_processes import ended_with_this_process
 from tests.faults.fault_tools import GATE_DIR_ENV
 from tests.faults.registry import gate, hold, sequential, step, write_registry
-from tests.live_server import REPO, has_ended
+from tests.live_server import REPO, free_port, has_ended
 from tests.support.replicas import (
     Workers,
     fetch,
@@ -60,6 +64,28 @@ def test_more_than_one_worker_on_sqlite_is_refused_in_one_line(
 def test_zero_workers_is_a_settings_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--workers", "0"]) == 1
     assert "workers" in capsys.readouterr().err
+
+
+def test_a_worker_that_cannot_start_stops_every_worker(tmp_path: Path) -> None:
+    # Serving starts at once with --wait-for-database; no database answers on port 1.
+    unreachable = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
+    registry = str(REPO / "registries" / "example.yml")
+    flags = ["--registry", registry, "--database-url", unreachable, "--wait-for-database", "1"]
+    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())]
+    done = subprocess.run(
+        [*command, "--workers", "2", *flags],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TOOLLOOP_LOG_FORMAT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=ended_with_this_process(),
+    )
+    assert done.returncode == STARTUP_FAILURE
+    last = done.stderr.splitlines()[-1]
+    assert last == "toolloop: a worker failed to start (its reason is above); every worker stopped"
+    assert "database unavailable at 127.0.0.1:1/nothing" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_metrics_directory_is_private_unless_the_operator_set_one(
