@@ -44,7 +44,8 @@ WORKER_HEALTHCHECK_S = 30
 def serve_workers(settings: Settings) -> int:
     """Serve with `settings.workers` processes until SIGTERM or SIGINT; the exit status.
 
-    The database must be migrated already: the workers find it at the head."""
+    The caller migrates the database first (unless serving is to wait for it), so that
+    the workers find it at the head."""
     with metrics_directory() as directory:
         # The workers build their app themselves (`WorkerProcess.target`); this config
         # gives the supervisor the address, the worker count and the health-check timing.
