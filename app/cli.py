@@ -7,7 +7,7 @@ import asyncio
 import logging
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,18 +17,15 @@ from pydantic import ValidationError
 
 from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
 from app.contract import Contract, RegistryError, load_contract
+from app.database_command import CommandFailed, read_database, run_on_database
 from app.serving import STARTUP_FAILURE, ServiceServer, ServingFailed
 from app.settings import Settings
-from app.store.database import (
-    DatabaseUnavailable,
-    check_database,
-    create_database_engine,
-    create_session_factory,
-    is_sqlite_url,
-)
+from app.store.database import check_database, create_database_engine, is_sqlite_url
 from app.store.migrate import upgrade_database
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
     from app.service.router.backtest import BacktestReport
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -254,8 +251,8 @@ def _serve(settings: Settings) -> int:
     if not settings.wait_for_database_s:
         # Once, before any worker starts: the workers then find the database at the head.
         try:
-            asyncio.run(_prepare_database(settings.database_url))
-        except DatabaseUnavailable as exc:
+            run_on_database(settings.database_url, _prepare_database(settings.database_url))
+        except CommandFailed as exc:
             return _fail(str(exc))
     try:
         if settings.workers > 1:
@@ -272,8 +269,8 @@ def _serve(settings: Settings) -> int:
 
 def _db_upgrade(settings: Settings) -> int:
     try:
-        asyncio.run(_prepare_database(settings.database_url))
-    except DatabaseUnavailable as exc:
+        run_on_database(settings.database_url, _prepare_database(settings.database_url))
+    except CommandFailed as exc:
         return _fail(str(exc))
     print("database is at the latest migration", file=sys.stderr)
     return 0
@@ -324,15 +321,16 @@ def _first_cause(exc: BaseException) -> str:
 def _router_replay(settings: Settings, source: str, save_to: Path | None) -> int:
     from app.replay_command import print_result, replay, save_cassette
 
+    url = settings.database_url
     try:
         if save_to is not None:
-            status, text = save_cassette(settings, source, save_to)
+            status, text = run_on_database(url, save_cassette(settings, source, save_to))
             return print_result(status, text, to_stdout=False)
         contract = _load(settings)
         if contract is None:
             return 1
-        status, text = asyncio.run(replay(settings, contract, source))
-    except DatabaseUnavailable as exc:
+        status, text = run_on_database(url, replay(settings, contract, source))
+    except CommandFailed as exc:
         return _fail(str(exc))
     return print_result(status, text, to_stdout=True)
 
@@ -348,23 +346,15 @@ def _policy_backtest(settings: Settings, args: argparse.Namespace) -> int:
         known = ", ".join(sorted(contract.guardrails)) or "none"
         return _fail(f"unknown guardrail {args.guardrail!r} (the registries declare: {known})")
 
-    async def run() -> BacktestReport:
-        engine = create_database_engine(settings.database_url)
-        try:
-            await check_database(engine)
-            return await backtest(
-                create_session_factory(engine),
-                guardrail,
-                since=args.since,
-                until=args.until,
-                timeout_s=args.timeout_s,
-            )
-        finally:
-            await engine.dispose()
+    def over(sessions: async_sessionmaker[AsyncSession]) -> Awaitable[BacktestReport]:
+        return backtest(
+            sessions, guardrail, since=args.since, until=args.until, timeout_s=args.timeout_s
+        )
 
+    url = settings.database_url
     try:
-        report = asyncio.run(run())
-    except DatabaseUnavailable as exc:
+        report = run_on_database(url, read_database(url, over))
+    except CommandFailed as exc:
         return _fail(str(exc))
     if args.json:
         print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())

@@ -57,13 +57,13 @@ async def replay(settings: Settings, contract: Contract, argument: str) -> tuple
     return status, json.dumps(shown, indent=2, ensure_ascii=False)
 
 
-def save_cassette(settings: Settings, run_id: str, path: Path) -> tuple[int, str]:
+async def save_cassette(settings: Settings, run_id: str, path: Path) -> tuple[int, str]:
     try:
-        text, replies = asyncio.run(_cassette_of(settings, run_id))
+        text, replies = await _cassette_of(settings, run_id)
     except (RecordingUnavailable, StorageUnavailable) as exc:
         return FAILED, str(exc)
     try:
-        path.write_text(text, encoding="utf-8")
+        await asyncio.to_thread(path.write_text, text, encoding="utf-8")
     except OSError as exc:
         return FAILED, f"cannot write {path}: {exc.strerror or type(exc).__name__}"
     return REPLAYED, f"wrote {path}: the request, the decisions and {replies} replies of {run_id}"

@@ -112,7 +112,7 @@ async def check_database(engine: AsyncEngine, *, timeout_s: float = CHECK_TIMEOU
     except TimeoutError:
         raise DatabaseUnavailable(target, f"no answer within {timeout_s:g} s") from None
     except (SQLAlchemyError, OSError) as exc:
-        raise DatabaseUnavailable(target, _one_line_reason(exc)) from exc
+        raise DatabaseUnavailable(target, one_line_reason(exc)) from exc
 
 
 def display_url(url: str | URL) -> str:
@@ -303,7 +303,8 @@ def _query_value(url: URL, key: str) -> str | None:
     return value
 
 
-def _one_line_reason(exc: BaseException) -> str:
+def one_line_reason(exc: BaseException) -> str:
+    """The first line of a driver's error: its message, without the SQL that follows."""
     cause = getattr(exc, "orig", None) or exc
     for line in str(cause).splitlines():
         if line.strip():

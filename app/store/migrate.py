@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.database import check_database, create_database_engine
+from app.store.database import check_database, create_database_engine, database_target
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Serialises concurrent upgrades of one PostgreSQL database ("toolloop" as a bigint).
@@ -24,10 +24,51 @@ MIGRATION_LOCK_KEY = 8390047142280916848
 KEPT_BY_TRIGGERS_ON_POSTGRESQL = frozenset({"fk_receipts_run_id_runs"})
 
 
+class SchemaProblem(Exception):
+    """The database's tables are not the ones this release works with (one line)."""
+
+
+class SchemaNotCurrent(SchemaProblem):
+    """The database was never migrated, or is at an earlier revision."""
+
+    def __init__(self, target: str, revision: str | None, head: str) -> None:
+        where = (
+            "has no ToolLoop tables"
+            if revision is None
+            else f"is at migration {revision!r}, not {head!r}"
+        )
+        super().__init__(f"database at {target} {where}: run `toolloop db upgrade` first")
+
+
+class UnknownMigration(SchemaProblem):
+    """The database is at a revision this release's tree does not hold (another
+    release migrated it); no migration can be applied from there."""
+
+    def __init__(self, target: str, revision: str) -> None:
+        super().__init__(
+            f"database at {target} is at migration {revision!r}, which this toolloop "
+            "does not know: it was migrated by another release"
+        )
+
+
+async def require_current_schema(engine: AsyncEngine) -> None:
+    """Raise a `SchemaProblem` unless the database is at the latest revision; for
+    commands that read the database and must not migrate it."""
+    revision = await database_revision(engine)
+    head = head_revision()
+    if revision == head:
+        return
+    target = database_target(engine.url)
+    if revision is not None and not _known(revision):
+        raise UnknownMigration(target, revision)
+    raise SchemaNotCurrent(target, revision, head)
+
+
 async def upgrade_database(url: str) -> None:
     """Bring the database at `url` to the latest revision; a no-op when already there.
 
-    Raises `DatabaseUnavailable` (one line) when the database cannot be reached.
+    Raises `DatabaseUnavailable` (one line) when the database cannot be reached,
+    `UnknownMigration` when another release migrated it.
     """
     engine = create_database_engine(url, pool_size=1, max_overflow=0)
     try:
@@ -80,6 +121,9 @@ def alembic_config() -> Config:
 
 
 def _upgrade_to_head(connection: Connection) -> None:
+    revision = _current_revision(connection)
+    if revision is not None and not _known(revision):
+        raise UnknownMigration(database_target(connection.engine.url), revision)
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
@@ -87,3 +131,8 @@ def _upgrade_to_head(connection: Connection) -> None:
 
 def _current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
+
+
+def _known(revision: str) -> bool:
+    scripts = ScriptDirectory.from_config(alembic_config())
+    return any(script.revision == revision for script in scripts.walk_revisions())
