@@ -5,6 +5,7 @@ traceback."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,21 @@ def test_a_malformed_cassette_or_an_unknown_run_is_one_line_on_stderr(
     )
     assert status == FAILED
     assert "toolloop: no router run 'no-such-run'" in err
+
+
+def test_a_replay_without_profiles_says_only_profiles_are_missing(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    sqlite_url: str,
+) -> None:
+    monkeypatch.delenv("TOOLLOOP_PROFILES", raising=False)
+    with caplog.at_level(logging.INFO, logger="toolloop.router"):
+        status, _, _ = replay(capsys, TOUR_CASSETTE, sqlite_url, "--registry", str(EXAMPLE))
+
+    assert status == REPLAYED
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "toolloop.router"]
+    assert "router disabled" not in line
+    assert line.startswith("router runs need model profiles")
+    assert "`toolloop router replay` are not affected" in line
+    assert line.endswith("no model profiles file is configured (TOOLLOOP_PROFILES)")

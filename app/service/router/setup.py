@@ -2,7 +2,8 @@
 
 If the profiles or the prompts fail to load, the router stays closed: it
 answers 503 and says why, one log line names every problem, and plans keep
-working.
+working. Without profiles but with the prompts, replays still run (a replay asks
+no model): `toolloop router replay` needs no profiles, and the line says so.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def open_router(
             len(setup.profiles),
             setup.profiles.source,
             setup.prompts.source,
+        )
+    elif replay_kit is not None:
+        logger.error(
+            "router runs need model profiles, POST /router/runs answers 503 "
+            "(plans and `toolloop router replay` are not affected): %s",
+            "; ".join(setup.problems),
         )
     else:
         logger.error(
