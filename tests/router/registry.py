@@ -1,5 +1,6 @@
 """The router test registry: an `agent` owner, a `waiter` whose tool waits for the test,
-and an `other` owner the agent may not use."""
+a `capped` owner whose one tool needs a confirmation and runs once a run, and an
+`other` owner the agent may not use."""
 
 from __future__ import annotations
 
@@ -128,6 +129,23 @@ subagents:
       allowed_tools: [hold, announce]
       max_calls: 4
       tool_timeout_s: 60
+  capped:
+    tools:
+      publish_once:
+        callable: {_M}:publish
+        description: Publish something once a run; needs a person's approval.
+        input_schema:
+          type: object
+          properties: {{title: {{type: string}}}}
+          required: [title]
+          additionalProperties: false
+        output_schema: {{type: object}}
+        requires_confirmation: true
+        requires: {{max_per_run: 1}}
+    runner_defaults:
+      allowed_tools: [publish_once]
+      max_calls: 4
+      tool_timeout_s: 5
   other:
     tools:
       foreign:
