@@ -10,6 +10,7 @@ alias of the decision route.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -18,12 +19,12 @@ from app.api.auth import ConfirmationReader, Decider
 from app.api.body import parse_model, read_json
 from app.api.deps import RuntimeDep
 from app.api.openapi import json_body
-from app.api.pagination import keyset_cursor, parse_keyset_cursor
+from app.api.pagination import keyset_cursor, page_answer, parse_keyset_cursor
 from app.api.problems import PROBLEM_RESPONSES
 from app.api.responses import FastJSONResponse
 from app.api.schemas.confirmations import ConfirmationPage, ConfirmationStatus, DecisionOut
 from app.api.schemas.router import ConfirmationIn
-from app.api.schemas.runs import DEFAULT_RUN_PAGE, LIST_PROBLEMS, MAX_RUN_PAGE, Cursor
+from app.api.schemas.runs import DEFAULT_RUN_PAGE, LIST_PROBLEMS, Cursor, RunPageLimit
 from app.service.runtime import Runtime
 
 LISTING = "confirmations"
@@ -31,7 +32,6 @@ LISTING = "confirmations"
 router = APIRouter(tags=["confirmations"])
 
 Id = Annotated[str, Path(min_length=1, max_length=64)]
-PageLimit = Annotated[int, Query(ge=1, le=MAX_RUN_PAGE)]
 
 DECISION_RESPONSES: dict[int | str, dict[str, object]] = {
     202: {"model": DecisionOut},
@@ -51,7 +51,7 @@ async def list_confirmations(
     runtime: RuntimeDep,
     viewer: ConfirmationReader,
     status: Annotated[ConfirmationStatus | None, Query()] = None,
-    limit: PageLimit = DEFAULT_RUN_PAGE,
+    limit: RunPageLimit = DEFAULT_RUN_PAGE,
     cursor: Cursor = None,
 ) -> FastJSONResponse:
     after = parse_keyset_cursor(LISTING, cursor)
@@ -64,8 +64,7 @@ async def list_confirmations(
     page = await runtime.confirmations.list_page(
         limit=limit, after=after, status=status, caller=caller
     )
-    next_cursor = None if page.next is None else keyset_cursor(LISTING, page.next)
-    return FastJSONResponse({"items": page.items, "next_cursor": next_cursor})
+    return page_answer(page, partial(keyset_cursor, LISTING))
 
 
 @router.post(

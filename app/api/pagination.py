@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from app.api.responses import FastJSONResponse
 from app.service.errors import InvalidRequest, ProblemItem
 from app.service.runs.reads import Keyset
 from app.service.usage.reads import UsagePosition
@@ -28,6 +30,27 @@ MAX_CURSOR_CHARS = 512
 MAX_ID_CHARS = 64
 MAX_SEQ = 2**31 - 1
 MAX_AUDIT_ID = 2**63 - 1
+
+Position = TypeVar("Position")
+Position_co = TypeVar("Position_co", covariant=True)
+
+
+class Paged(Protocol[Position_co]):
+    """A page as the services list it: its items, and where the next page starts."""
+
+    @property
+    def items(self) -> Sequence[Any]: ...
+
+    @property
+    def next(self) -> Position_co | None: ...
+
+
+def page_answer(page: Paged[Position], cursor_of: Callable[[Position], str]) -> FastJSONResponse:
+    """Every list endpoint's answer: `{"items", "next_cursor"}`, the cursor made by
+    `cursor_of` from where the next page starts (null on the last page)."""
+    following = page.next
+    next_cursor = None if following is None else cursor_of(following)
+    return FastJSONResponse({"items": page.items, "next_cursor": next_cursor})
 
 
 def keyset_cursor(listing: str, keyset: Keyset) -> str:

@@ -7,21 +7,22 @@ A key without `runs:read:all` sees only the receipts of runs it created.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from app.api.auth import RunsReader
 from app.api.deps import RuntimeDep
-from app.api.pagination import keyset_cursor, parse_keyset_cursor
+from app.api.pagination import keyset_cursor, page_answer, parse_keyset_cursor
 from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
 from app.api.schemas.runs import (
     DEFAULT_PAGE,
     LIST_PROBLEMS,
-    MAX_PAGE,
     Cursor,
     FilterText,
+    PageLimit,
     ReceiptPage,
     ReceiptStatus,
     Since,
@@ -49,7 +50,7 @@ async def list_receipts(
     cache_hit: bool | None = None,
     since: Since = None,
     until: Until = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    limit: PageLimit = DEFAULT_PAGE,
     cursor: Cursor = None,
     _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
@@ -67,5 +68,4 @@ async def list_receipts(
     listing = await ReadService(runtime.sessions).list_receipts(
         filters, viewer, limit=limit, after=after
     )
-    next_cursor = None if listing.next is None else keyset_cursor("receipts", listing.next)
-    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+    return page_answer(listing, partial(keyset_cursor, "receipts"))

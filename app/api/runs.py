@@ -9,6 +9,7 @@ default, 500 at most.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -19,6 +20,7 @@ from app.api.pagination import (
     MAX_AUDIT_ID,
     MAX_SEQ,
     keyset_cursor,
+    page_answer,
     parse_keyset_cursor,
     parse_position_cursor,
     parse_position_cursor_of,
@@ -30,16 +32,16 @@ from app.api.schemas.runs import (
     DEFAULT_PAGE,
     DEFAULT_RUN_PAGE,
     LIST_PROBLEMS,
-    MAX_PAGE,
-    MAX_RUN_PAGE,
     RUN_PROBLEMS,
     AuditPage,
     Cursor,
     FilterText,
+    PageLimit,
     ReceiptPage,
     RunKind,
     RunOut,
     RunPage,
+    RunPageLimit,
     RunStatus,
     Since,
     Text,
@@ -56,8 +58,6 @@ AUDIT_LISTINGS = (AUDIT_LISTING, EARLIER_AUDIT_LISTING)
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 RunPath = Annotated[Text, Path()]
-PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
-RunPageLimit = Annotated[int, Query(ge=1, le=MAX_RUN_PAGE)]
 
 
 @router.get(
@@ -89,8 +89,7 @@ async def list_runs(
     listing = await ReadService(runtime.sessions).list_runs(
         filters, viewer, limit=limit, after=after
     )
-    next_cursor = None if listing.next is None else keyset_cursor("runs", listing.next)
-    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+    return page_answer(listing, partial(keyset_cursor, "runs"))
 
 
 @router.get(
@@ -123,8 +122,7 @@ async def list_run_receipts(
     listing = await ReadService(runtime.sessions).list_run_receipts(
         run_id, viewer, limit=limit, after_seq=after
     )
-    next_cursor = None if listing.next is None else position_cursor("run-receipts", listing.next)
-    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+    return page_answer(listing, partial(position_cursor, "run-receipts"))
 
 
 @router.get(
@@ -150,5 +148,4 @@ async def list_run_audit(
     listing = await ReadService(runtime.sessions).list_run_audit(
         run_id, viewer, limit=limit, after_id=after
     )
-    next_cursor = None if listing.next is None else position_cursor(AUDIT_LISTING, listing.next)
-    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+    return page_answer(listing, partial(position_cursor, AUDIT_LISTING))

@@ -7,21 +7,22 @@ sees only its own usage.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from app.api.auth import RunsReader
 from app.api.deps import RuntimeDep
-from app.api.pagination import parse_usage_cursor, usage_cursor
+from app.api.pagination import page_answer, parse_usage_cursor, usage_cursor
 from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
 from app.api.schemas.runs import (
     DEFAULT_PAGE,
     LIST_PROBLEMS,
-    MAX_PAGE,
     Cursor,
     FilterText,
+    PageLimit,
     Since,
     Until,
 )
@@ -46,7 +47,7 @@ async def list_usage(
     profile: FilterText = None,
     since: Since = None,
     until: Until = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    limit: PageLimit = DEFAULT_PAGE,
     cursor: Cursor = None,
     _known: KnownQueryOnly = None,
 ) -> FastJSONResponse:
@@ -55,5 +56,4 @@ async def list_usage(
     listing = await UsageReads(runtime.sessions).list_usage(
         bucket, filters, viewer, limit=limit, after=after
     )
-    next_cursor = None if listing.next is None else usage_cursor(bucket, listing.next)
-    return FastJSONResponse({"items": listing.items, "next_cursor": next_cursor})
+    return page_answer(listing, partial(usage_cursor, bucket))

@@ -79,6 +79,9 @@ Cursor = Annotated[
     str | None,
     Query(description="The `next_cursor` of the previous page; omit it for the first page."),
 ]
+# `limit` of listings across runs, and of a run's own (its receipts, its audit).
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+RunPageLimit = Annotated[int, Query(ge=1, le=MAX_RUN_PAGE)]
 
 
 class RunSummaryOut(BaseModel):
