@@ -127,17 +127,16 @@ class Engine:
         self._check(run, plan.owner)
         if len(admitted_args) != len(plan.calls):
             raise ValueError("admitted_args must hold one argument mapping per call")
-        state = self.open_run(
+        state = self._open_plan_run(
             run,
             RunKind.SEQUENTIAL,
-            deadline_s=plan.deadline_s,
-            first_seq=len(plan.calls) if resume is None else resume.next_seq,
+            plan.deadline_s,
+            len(plan.calls),
+            resume=resume,
             started=started,
+            decisions=decisions,
         )
-        if decisions:
-            state.decisions.update(decisions)
         done = () if resume is None else resume.done[0]
-        self._pipeline.recall(state, done)
         receipts: list[Receipt] = []
         await _ran(
             state,
@@ -199,21 +198,17 @@ class Engine:
         ):
             raise ValueError("admitted_args must hold one argument mapping per call of each lane")
         batch_id = parallel_batch_id if parallel_batch_id is not None else str(uuid4())
-        state = self.open_run(
+        state = self._open_plan_run(
             run,
             RunKind.PARALLEL,
-            deadline_s=plan.deadline_s,
-            first_seq=(
-                sum(len(lane.calls) for lane in plan.lanes) if resume is None else resume.next_seq
-            ),
-            parallel_batch_id=batch_id,
+            plan.deadline_s,
+            sum(len(lane.calls) for lane in plan.lanes),
+            resume=resume,
             started=started,
+            decisions=decisions,
+            parallel_batch_id=batch_id,
         )
-        if decisions:
-            state.decisions.update(decisions)
         done = None if resume is None else resume.done
-        for lane_done in done or ():
-            self._pipeline.recall(state, lane_done)
         try:
             results = await run_lanes(self._pipeline, state, plan, admitted_args, done)
         except BaseException:
@@ -232,6 +227,35 @@ class Engine:
             tuple(state.dispatched),
         )
         return _as_settled(state, outcome)
+
+    def _open_plan_run(
+        self,
+        run: RunIdentity,
+        kind: RunKind,
+        deadline_s: float | None,
+        planned_calls: int,
+        *,
+        resume: ResumePoint | None,
+        started: asyncio.Future[None] | None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None,
+        parallel_batch_id: str | None = None,
+    ) -> RunState:
+        """A plan's run state: dispatched calls numbered after the planned ones (or after
+        every receipt a resumed run stored), the deciders' answers at the confirmation
+        gate, and the calls a resumed run already settled counted for `requires`."""
+        state = self.open_run(
+            run,
+            kind,
+            deadline_s=deadline_s,
+            first_seq=planned_calls if resume is None else resume.next_seq,
+            parallel_batch_id=parallel_batch_id,
+            started=started,
+        )
+        if decisions:
+            state.decisions.update(decisions)
+        for chain_done in () if resume is None else resume.done:
+            self._pipeline.recall(state, chain_done)
+        return state
 
     def open_run(
         self,
