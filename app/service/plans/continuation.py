@@ -75,29 +75,15 @@ def continued_run(
     context = checkpoint.get("context") or {}
     identity = RunIdentity(run.id, run.owner, run.caller, context, contract.hash)
     deadline_s = checkpoint.get("deadline_s")
-    common: dict[str, Any] = {
-        "max_stored_output_bytes": plans.max_stored_output_bytes,
-        "writer": plans.writer,
-        "decisions": decisions,
-    }
     if checkpoint["kind"] == "sequential":
         ((_, calls),) = chains
         plan = SequentialPlan(run.owner, tuple(calls), context, deadline_s)
-        return SequentialRun(
-            plans.engine, plans.sessions, identity, plan, admitted[0], point, **common
-        )
+        return SequentialRun(plans, identity, plan, admitted[0], point, decisions=decisions)
     lanes = tuple(Lane(item_key or "", tuple(calls)) for item_key, calls in chains)
     parallel = ParallelPlan(run.owner, checkpoint["max_concurrency"], lanes, context, deadline_s)
     assert run.parallel_batch_id is not None
     return ParallelRun(
-        plans.engine,
-        plans.sessions,
-        identity,
-        parallel,
-        admitted,
-        run.parallel_batch_id,
-        point,
-        **common,
+        plans, identity, parallel, admitted, run.parallel_batch_id, point, decisions=decisions
     )
 
 

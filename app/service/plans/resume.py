@@ -121,36 +121,16 @@ class RunResumer:
         """Preflight the plan again (for its admitted arguments; under the same contract it
         passes as it did) and wrap it as a plan run that starts at `point`."""
         contract, limits = self.plans.contract, self.plans.limits
-        engine, sessions = self.plans.engine, self.plans.sessions
         if isinstance(plan, SequentialPlan):
             checked = preflight_sequential(plan, contract, limits)
             if checked.problems:
                 raise PlanRejected(checked.problems)
-            return SequentialRun(
-                engine,
-                sessions,
-                identity,
-                plan,
-                checked.admitted,
-                point,
-                max_stored_output_bytes=self.plans.max_stored_output_bytes,
-                writer=self.plans.writer,
-            )
+            return SequentialRun(self.plans, identity, plan, checked.admitted, point)
         lanes = preflight_parallel(plan, contract, limits)
         if lanes.problems:
             raise PlanRejected(lanes.problems)
         assert run.parallel_batch_id is not None
-        return ParallelRun(
-            engine,
-            sessions,
-            identity,
-            plan,
-            lanes.admitted,
-            run.parallel_batch_id,
-            point,
-            max_stored_output_bytes=self.plans.max_stored_output_bytes,
-            writer=self.plans.writer,
-        )
+        return ParallelRun(self.plans, identity, plan, lanes.admitted, run.parallel_batch_id, point)
 
     async def _run(self, run_id: str) -> Run | None:
         try:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from datetime import datetime
 from itertools import accumulate
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -50,34 +50,67 @@ from app.store.models import Receipt as StoredReceipt
 
 T = TypeVar("T")
 Outcome = TypeVar("Outcome", SequentialOutcome, ParallelOutcome)
+Plan = TypeVar("Plan", SequentialPlan, ParallelPlan)
+Admitted = TypeVar("Admitted")
 
 Args = Sequence[Mapping[str, Any]]
 PENDING = "pending"
 
 
-class _PlanRun(Generic[Outcome]):
+class PlanPorts(Protocol):
+    """What a plan run runs and records with (`PlanService` holds them)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]: ...
+
+    @property
+    def writer(self) -> GroupCommitWriter: ...
+
+    @property
+    def max_stored_output_bytes(self) -> int: ...
+
+
+class RunOptions(TypedDict, total=False):
+    started: asyncio.Future[None] | None
+    claim: IdempotencyClaim | None
+    decisions: Mapping[CallPlace, ConfirmationDecision] | None
+
+
+class _PlanRun(Generic[Plan, Admitted, Outcome]):
     kind = ""
 
     def __init__(
         self,
-        engine: Engine,
-        sessions: async_sessionmaker[AsyncSession],
+        ports: PlanPorts,
         identity: RunIdentity,
-        max_stored_output_bytes: int,
-        writer: GroupCommitWriter,
-        started: asyncio.Future[None] | None,
-        claim: IdempotencyClaim | None,
+        plan: Plan,
+        admitted: Admitted,
+        resume: ResumePoint | None = None,
+        *,
+        started: asyncio.Future[None] | None = None,
+        claim: IdempotencyClaim | None = None,
+        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
     ) -> None:
-        self._engine = engine
-        # The run's start while it is queued, not yet committed (`PlanService`).
+        """`admitted`: the preflighted arguments (per call, or per lane and call);
+        `resume`: where a resumed run goes on; `started`: the run's start while it is
+        queued, not yet committed (`PlanService`); `claim`: the idempotency key the run
+        was started under, answered with its end; `decisions`: on the calls a paused
+        run waited on (`plans.continuation`)."""
+        self._engine = ports.engine
+        self._plan: Plan = plan
+        self._admitted: Admitted = admitted
+        self._resume = resume
+        self._decisions = decisions
         self._started = started
-        # The idempotency key the run was started under, answered with its end.
         self._claim = claim
         self._key_answered = False
-        self._sessions = sessions
-        self._writer = writer
+        self._sessions = ports.sessions
+        self._writer = ports.writer
         self._identity = identity
-        self._max_output_bytes = max_stored_output_bytes
+        self._max_output_bytes = ports.max_stored_output_bytes
         # The natural end, queued in the transaction of the run's last receipts.
         self._queued_end: asyncio.Future[None] | None = None
 
@@ -187,33 +220,9 @@ class _PlanRun(Generic[Outcome]):
         }
 
 
-class SequentialRun(_PlanRun[SequentialOutcome]):
+class SequentialRun(_PlanRun[SequentialPlan, Args, SequentialOutcome]):
     kind = "sequential"
-
-    def __init__(
-        self,
-        engine: Engine,
-        sessions: async_sessionmaker[AsyncSession],
-        identity: RunIdentity,
-        plan: SequentialPlan,
-        admitted: Args,
-        resume: ResumePoint | None = None,
-        *,
-        max_stored_output_bytes: int,
-        writer: GroupCommitWriter,
-        started: asyncio.Future[None] | None = None,
-        claim: IdempotencyClaim | None = None,
-        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
-    ) -> None:
-        super().__init__(
-            engine, sessions, identity, max_stored_output_bytes, writer, started, claim
-        )
-        # Decisions on the calls a paused run waited on (`plans.continuation`).
-        self._decisions = decisions
-        self._plan = plan
-        self._admitted = admitted
-        self._resume = resume
-        self._outcome: SequentialOutcome | None = None
+    _outcome: SequentialOutcome | None = None
 
     async def execute(self) -> None:
         settled = await _settle(
@@ -264,35 +273,22 @@ class SequentialRun(_PlanRun[SequentialOutcome]):
         return RunResult(self.run_id, status, response, lambda: response)
 
 
-class ParallelRun(_PlanRun[ParallelOutcome]):
+class ParallelRun(_PlanRun[ParallelPlan, Sequence[Args], ParallelOutcome]):
     kind = "parallel"
+    _outcome: ParallelOutcome | None = None
 
     def __init__(
         self,
-        engine: Engine,
-        sessions: async_sessionmaker[AsyncSession],
+        ports: PlanPorts,
         identity: RunIdentity,
         plan: ParallelPlan,
         admitted: Sequence[Args],
         parallel_batch_id: str,
         resume: ResumePoint | None = None,
-        *,
-        max_stored_output_bytes: int,
-        writer: GroupCommitWriter,
-        started: asyncio.Future[None] | None = None,
-        claim: IdempotencyClaim | None = None,
-        decisions: Mapping[CallPlace, ConfirmationDecision] | None = None,
+        **options: Unpack[RunOptions],
     ) -> None:
-        super().__init__(
-            engine, sessions, identity, max_stored_output_bytes, writer, started, claim
-        )
-        # Decisions on the calls a paused run waited on (`plans.continuation`).
-        self._decisions = decisions
-        self._plan = plan
-        self._admitted = admitted
+        super().__init__(ports, identity, plan, admitted, resume, **options)
         self._batch_id = parallel_batch_id
-        self._resume = resume
-        self._outcome: ParallelOutcome | None = None
 
     async def execute(self) -> None:
         settled = await _settle(

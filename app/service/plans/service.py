@@ -103,17 +103,7 @@ class PlanService:
             claim,
             answered_at_end and claim is None and self._reads_only(plan.calls),
         )
-        return SequentialRun(
-            self.engine,
-            self.sessions,
-            identity,
-            plan,
-            checked.admitted,
-            max_stored_output_bytes=self.max_stored_output_bytes,
-            writer=self.writer,
-            started=started,
-            claim=claim,
-        )
+        return SequentialRun(self, identity, plan, checked.admitted, started=started, claim=claim)
 
     async def open_parallel(
         self,
@@ -141,16 +131,7 @@ class PlanService:
             and self._reads_only(call for lane in plan.lanes for call in lane.calls),
         )
         return ParallelRun(
-            self.engine,
-            self.sessions,
-            identity,
-            plan,
-            checked.admitted,
-            batch_id,
-            max_stored_output_bytes=self.max_stored_output_bytes,
-            writer=self.writer,
-            started=started,
-            claim=claim,
+            self, identity, plan, checked.admitted, batch_id, started=started, claim=claim
         )
 
     def problems_in(self, readable: ReadablePlan) -> list[PlanProblem]:
@@ -181,16 +162,7 @@ class PlanService:
             None,
             self._reads_only(plan.calls),
         )
-        return McpCallRun(
-            self.engine,
-            self.sessions,
-            identity,
-            plan,
-            checked.admitted,
-            max_stored_output_bytes=self.max_stored_output_bytes,
-            writer=self.writer,
-            started=started,
-        )
+        return McpCallRun(self, identity, plan, checked.admitted, started=started)
 
     def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:
         """Whether every call names a tool declared `effect: read` (preflight passed)."""
