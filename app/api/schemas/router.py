@@ -141,6 +141,11 @@ class ReplayOut(BaseModel):
     replies: ReplayRepliesOut
     matches: bool = Field(description="No difference: every decision was taken again.")
     differences: list[ReplayDifferenceOut]
+    paused_at: list[str] = Field(
+        default_factory=list,
+        description="The call keys the replay paused at for confirmation, as the recording "
+        "did: the replay ends there and is compared with the recording up to that pause.",
+    )
 
 
 class RouterRunOut(BaseModel):

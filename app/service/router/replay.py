@@ -9,9 +9,13 @@ through the same client interface. Its outcome gains `replay`:
     {"source": "cassette tour.cassette.jsonl" | "run <id>",
      "recorded_run_id": "...", "same_request": bool, "same_contract": bool,
      "replies": {"recorded": N, "asked": M},
-     "matches": bool, "differences": [{kind, call_key, recorded, replayed, message}]}
+     "matches": bool, "differences": [{kind, call_key, recorded, replayed, message}],
+     "paused_at": [call keys]}
 
-with the differences named in `router.trail`.
+with the differences named in `router.trail`. `paused_at` holds the calls the
+replay paused at for confirmation where the recording asked a person too: the
+replay ends there (its recording is served once, it does not resume), and the
+recording is compared up to that pause.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from app.router.request_checks import RunPlan
 from app.service.router.cassette import CassetteError, Recording, read_cassette
 from app.service.router.recorded import RecordingUnavailable, load_recording, recorded_request
 from app.service.router.tasks import Review
-from app.service.router.trail import Event, differences, trail_of
+from app.service.router.trail import Event, differences, trail_of, until_same_pause
 
 # The decision events a trail is made of (`router.trail`).
 _KEPT = frozenset(
@@ -134,6 +138,7 @@ class Replay:
         )
         # The replies the recording holds are what was served, whatever its header says.
         served = replace(recording.recorded, roles=[entry.role for entry in recording.entries])
+        served, paused_at = until_same_pause(served, replayed)
         found = differences(served, replayed)
         return {
             "source": recording.source,
@@ -143,6 +148,7 @@ class Replay:
             "replies": {"recorded": len(recording.entries), "asked": self.model.asked},
             "matches": not found,
             "differences": found,
+            "paused_at": paused_at,
         }
 
 

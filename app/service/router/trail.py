@@ -23,6 +23,13 @@ did, and a sentence:
     reply_missing         the replay asked for more replies than were recorded
     replies_unused        recorded replies the replay never asked for
     reply_role_changed    a router reply served to the final writer, or the reverse
+
+A replay that pauses for confirmation where the recording did too (the same call
+keys, each of which asked a person) stops there: what followed the person's
+decision is not replayed, so the recording is compared up to that pause
+(`until_same_pause`), and the pause is what the replay reports. A pause where the
+recording asked nobody is a difference like any other (`decision_changed`,
+`stop_changed`).
 """
 
 from __future__ import annotations
@@ -119,6 +126,47 @@ def _why(event: Event) -> str | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def until_same_pause(recorded: Trail, replayed: Trail) -> tuple[Trail, list[str]]:
+    """The recorded trail as far as the replay got, and the call keys it paused at,
+    when the replay paused where the recording asked a person too; otherwise the
+    recorded trail whole and no keys."""
+    if replayed.outcome.get("status") != "pending":
+        return recorded, []
+    paused = [
+        key
+        for key, call in replayed.calls.items()
+        if call["decision"] == "confirmation" and call.get("status") is None
+    ]
+    if not paused or not all(_asked_a_person(recorded.calls.get(key)) for key in paused):
+        return recorded, []
+    keys = list(recorded.calls)
+    last = max(keys.index(key) for key in paused)
+    calls = {
+        key: {**call, "decision": "confirmation", "why": None, "status": None}
+        if key in paused
+        else call
+        for index, (key, call) in enumerate(recorded.calls.items())
+        if index <= last or key in replayed.calls
+    }
+    cut = Trail(
+        calls,
+        recorded.checks[: len(replayed.checks)],
+        recorded.roles[: len(replayed.roles)],
+        dict(replayed.outcome),
+    )
+    return cut, paused
+
+
+def _asked_a_person(call: Mapping[str, Any] | None) -> bool:
+    """Whether the recorded call waited for confirmation (still waiting, approved, or
+    refused by the decider)."""
+    if call is None:
+        return False
+    return call["decision"] == "confirmation" or (
+        call["decision"] == "denied" and call.get("why") == "confirmation"
+    )
 
 
 def differences(recorded: Trail, replayed: Trail) -> list[dict[str, Any]]:

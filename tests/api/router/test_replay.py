@@ -31,7 +31,7 @@ from tests.router.replay_support import (
     replay_profiles,
     tour_replay,
 )
-from tests.support.app import running
+from tests.support.app import running, settled
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml
 
 
@@ -74,6 +74,7 @@ async def test_a_recorded_run_replays_exactly_and_a_changed_guardrail_is_named(
         "replies": {"recorded": 3, "asked": 3},
         "matches": True,
         "differences": [],
+        "paused_at": [],
     }
     assert (replayed["status"], replayed["stopped_by"], replayed["text"]) == (
         "done",
@@ -227,3 +228,32 @@ async def test_every_reply_is_recorded_redacted_failures_too_and_replays_exactly
     assert replayed["replay"]["differences"] == []
     assert replayed["state"]["malformed"] == recorded["state"]["malformed"]
     assert len(model.requests) == 4
+
+
+async def test_a_replay_pauses_where_the_recording_did_and_reports_that_pause(
+    app: FastAPI, client: httpx.AsyncClient, model: FakeLLM
+) -> None:
+    model.script(openai_calls(("c1", "lookup", {"term": "x"}), ("c2", "publish", {"title": "t"})))
+    paused = (await client.post("/router/runs", json=run_body())).json()
+    assert (paused["status"], paused["stopped_by"]) == ("pending", "confirmation")
+    model.script(openai_text("not published"), openai_text("The answer."))
+    confirmation = paused["pending"][0]["confirmation_id"]
+    decided = await client.post(
+        f"/router/runs/{paused['run_id']}/confirmations/{confirmation}",
+        json={"approve": False, "reason": "no"},
+    )
+    assert decided.status_code == 202
+    await settled(app, paused["run_id"])
+
+    runtime = app.state.runtime
+    task = await runtime.router.open_replay(paused["run_id"], None)
+    replayed = (await runtime.runs.launch(task).wait()).response
+
+    assert (replayed["status"], replayed["stopped_by"]) == ("pending", "confirmation")
+    assert [p["call_key"] for p in replayed["pending"]] == ["t1c1"]
+    report = replayed["replay"]
+    assert report["paused_at"] == ["t1c1"]
+    assert report["differences"] == []
+    assert report["matches"] is True
+    assert report["replies"] == {"recorded": 3, "asked": 1}
+    assert len(model.requests) == 3  # the replay asked no model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.service.router.trail import Event, Trail, differences, trail_of
+from app.service.router.trail import Event, Trail, differences, trail_of, until_same_pause
 
 DONE = {"status": "done", "stopped_by": "", "turns": 2, "attempts": 1}
 
@@ -122,3 +122,46 @@ def test_replies_left_over_are_named() -> None:
     found = differences(trail(), trail(roles=["router"]))
     assert kinds(found) == ["replies_unused"]
     assert found[0]["message"] == "2 recorded replies were never asked for"
+
+
+PAUSED = {"status": "pending", "stopped_by": "confirmation", "turns": 1, "attempts": 0}
+
+
+def asked(call_key: str, tool: str = "publish") -> Event:
+    return Event("router.confirmation_requested", {}, tool, call_key)
+
+
+def test_a_replay_paused_where_a_person_was_asked_is_compared_up_to_that_pause() -> None:
+    recorded = trail(
+        admitted("t1c0"),
+        asked("t1c1"),
+        Event("router.call_denied", {"guardrail": None}, "publish", "t1c1"),
+        admitted("t2c0"),
+        Event("router.completion_checked", {"ok": True}, None, None),
+        receipts=[{"call_key": "t1c1", "status": "denied"}],
+    )
+    replayed = trail(admitted("t1c0"), asked("t1c1"), roles=["router"], **PAUSED)
+
+    cut, paused = until_same_pause(recorded, replayed)
+
+    assert paused == ["t1c1"]
+    assert differences(cut, replayed) == []
+    # Without the cut, what followed the decision would read as differences.
+    assert "stop_changed" in kinds(differences(recorded, replayed))
+
+
+def test_a_pause_where_the_recording_asked_nobody_is_a_difference() -> None:
+    recorded = trail(admitted("t1c0"), admitted("t1c1", "publish"))
+    replayed = trail(admitted("t1c0"), asked("t1c1"), roles=["router"], **PAUSED)
+
+    cut, paused = until_same_pause(recorded, replayed)
+
+    assert (cut, paused) == (recorded, [])
+    found = kinds(differences(cut, replayed))
+    assert "decision_changed" in found
+    assert "stop_changed" in found
+    # Another tool at the same key is a difference even at the same pause.
+    other = trail(asked("t1c1", "announce"), roles=["router"], **PAUSED)
+    cut, paused = until_same_pause(trail(asked("t1c1")), other)
+    assert paused == ["t1c1"]
+    assert kinds(differences(cut, other)) == ["tool_changed"]
