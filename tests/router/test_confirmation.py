@@ -92,3 +92,22 @@ async def test_arguments_that_do_not_match_their_digest_never_run(
 
     assert [name for name, _ in router_tools.CALLS] == ["lookup"]
     assert "do not match their digest" in harness.model.tool_results(1)["c1"]
+
+
+async def test_the_deadline_goes_on_from_the_time_spent_before_the_pause(
+    harness: RouterHarness,
+) -> None:
+    harness.model.script(
+        openai_calls(("c1", "nap", {"seconds": 0.2}), ("c2", "publish", {"title": "t"}))
+    )
+    paused = await harness.start(request(budgets={"deadline_s": 30}))
+    assert isinstance(paused, Paused)
+    spent = paused.outcome.state["deadline"]["elapsed_s"]
+    assert spent >= 0.2
+    assert paused.checkpoint.state["deadline"] == {"deadline_s": 30, "elapsed_s": spent}
+    harness.model.script(openai_text("published"), openai_text("answer"))
+
+    result = await harness.resume(paused, (0, True, "fine"))
+
+    # The resumed stretch counts on from the time spent, not from zero.
+    assert result.outcome.state["deadline"]["elapsed_s"] >= spent

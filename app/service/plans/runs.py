@@ -8,8 +8,10 @@ receipts, the redacted copies, in the same shape, with the run's status.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from datetime import datetime
 from itertools import accumulate
 from typing import Any, Generic, Protocol, TypedDict, TypeVar, Unpack
@@ -55,6 +57,9 @@ Admitted = TypeVar("Admitted")
 
 Args = Sequence[Mapping[str, Any]]
 PENDING = "pending"
+# What a paused plan keeps of its deadline at the least: its next stretch then ends
+# its calls `deadline` at once, as a run out of time does.
+MIN_DEADLINE_LEFT_S = 0.001
 
 
 class PlanPorts(Protocol):
@@ -113,10 +118,29 @@ class _PlanRun(Generic[Plan, Admitted, Outcome]):
         self._max_output_bytes = ports.max_stored_output_bytes
         # The natural end, queued in the transaction of the run's last receipts.
         self._queued_end: asyncio.Future[None] | None = None
+        # The active time this stretch spent running the plan (`_timed`).
+        self._spent_s = 0.0
 
     @property
     def run_id(self) -> str:
         return self._identity.run_id
+
+    async def _timed(self, work: Awaitable[Settled[Outcome]]) -> Settled[Outcome]:
+        """The engine's run of the plan (`work`), its active time kept for a pause."""
+        began = time.monotonic()
+        try:
+            return await _settle(work)
+        finally:
+            self._spent_s = time.monotonic() - began
+
+    def _plan_to_keep(self) -> Plan:
+        """The plan as its pause keeps it: `deadline_s` is the active time left, so the
+        wait for a person does not count and the next stretch does not start afresh."""
+        deadline_s = self._plan.deadline_s
+        if deadline_s is None:
+            return self._plan
+        left = max(deadline_s - self._spent_s, MIN_DEADLINE_LEFT_S)
+        return replace(self._plan, deadline_s=left)
 
     async def _durable(self, settled: Settled[Outcome], call_count: int) -> Outcome:
         """Queue the natural end with the last receipts, then wait until they are
@@ -225,7 +249,7 @@ class SequentialRun(_PlanRun[SequentialPlan, Args, SequentialOutcome]):
     _outcome: SequentialOutcome | None = None
 
     async def execute(self) -> None:
-        settled = await _settle(
+        settled = await self._timed(
             self._engine.settle_sequential(
                 self._identity,
                 self._plan,
@@ -258,7 +282,7 @@ class SequentialRun(_PlanRun[SequentialPlan, Args, SequentialOutcome]):
         )
 
     def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
-        return plan_checkpoint(self._plan, [self._admitted], waiting)
+        return plan_checkpoint(self._plan_to_keep(), [self._admitted], waiting)
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()
@@ -291,7 +315,7 @@ class ParallelRun(_PlanRun[ParallelPlan, Sequence[Args], ParallelOutcome]):
         self._batch_id = parallel_batch_id
 
     async def execute(self) -> None:
-        settled = await _settle(
+        settled = await self._timed(
             self._engine.settle_parallel(
                 self._identity,
                 self._plan,
@@ -311,7 +335,7 @@ class ParallelRun(_PlanRun[ParallelPlan, Sequence[Args], ParallelOutcome]):
         return await self._finished(outcome, sum(len(lane.receipts) for lane in outcome.lanes))
 
     def _checkpoint(self, waiting: Sequence[WaitingCall]) -> dict[str, Any]:
-        return plan_checkpoint(self._plan, self._admitted, waiting)
+        return plan_checkpoint(self._plan_to_keep(), self._admitted, waiting)
 
     def _redacted(self, outcome: ParallelOutcome) -> dict[str, Any]:
         return _with_pending(self._redacted_lanes(outcome), outcome.waiting)

@@ -36,8 +36,18 @@ subagents:
         output_schema: {type: object}
         effect: read
         requires_confirmation: true
+      nap:
+        callable: tests.api.confirm.tools:nap
+        description: Sleep, then count the call by label.
+        input_schema:
+          type: object
+          properties: {label: {type: string}, seconds: {type: number, minimum: 0}}
+          required: [label, seconds]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: read
     runner_defaults:
-      allowed_tools: [step, launch, peek]
+      allowed_tools: [step, launch, peek, nap]
       max_calls: 10
       tool_timeout_s: 5
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
+from app.store.repositories.router_runs import RouterRunRepository
 from tests.api.confirm import tools
 from tests.api.confirm.support import (
     decide,
@@ -213,3 +214,26 @@ async def test_a_plan_of_reads_waits_too_with_its_start_recorded(
 
     assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
     assert tools.calls == {"a": 1, "p": 1}
+
+
+async def test_a_paused_plan_keeps_only_the_active_time_its_deadline_has_left(
+    served: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    nap = {"call_key": "a", "tool": "nap", "args": {"label": "a", "seconds": 0.2}}
+    plan = {**sequential(nap, launch("b"), step("c")), "deadline_s": 30}
+    body = (await client.post("/plans/sequential", json=plan)).json()
+    run_id = body["plan_id"]
+    assert body["status"] == "pending"
+
+    async with app.state.runtime.sessions() as session:
+        checkpoint = await RouterRunRepository(session).checkpoint(run_id)
+    assert checkpoint is not None
+    # The nap ran under the deadline: the continuation gets what was left of it, not
+    # 30 s afresh; the time spent waiting for the decision does not count.
+    assert 0 < checkpoint["deadline_s"] <= 30 - 0.2
+
+    await decide(client, run_id, body["pending"][0]["confirmation_id"], True)
+    await settled(app, run_id)
+    assert (await client.get(f"/runs/{run_id}")).json()["status"] == "succeeded"
+    assert tools.calls == {"a": 1, "b": 1, "c": 1}

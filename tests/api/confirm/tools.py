@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -13,5 +14,11 @@ def reset() -> None:
 
 
 async def step(label: str, secret: str = "") -> dict[str, Any]:
+    calls[label] += 1
+    return {"label": label}
+
+
+async def nap(label: str, seconds: float) -> dict[str, Any]:
+    await asyncio.sleep(seconds)
     calls[label] += 1
     return {"label": label}
