@@ -1,4 +1,5 @@
-"""Admission: a tool's declared concurrency and rate limits, held process-wide.
+"""Admission: a tool's declared concurrency and rate limits, held process-wide,
+and across processes when the service shares them (`SharedToolGate`).
 
 Every plan and run in the process shares one gate per tool, so a caller's own
 `max_concurrency` (which bounds its lanes) can only narrow these limits.
@@ -12,8 +13,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from functools import partial
 
 from app.contract.compiled import RateLimit, Tool
+from app.engine.ports import SharedLimits
 
 
 class TokenBucket:
@@ -120,13 +123,24 @@ class Slots:
 
 
 class ToolGate:
-    """A concurrency slot (if limited), then a rate token (if limited), per attempt."""
+    """A concurrency slot (if limited), then a rate token (if limited), per attempt.
 
-    __slots__ = ("bucket", "slots")
+    `take_now` admits at once or raises IndexError (then wait in `acquire`); `give`
+    (None: nothing to give back) releases what an admission took. A gate that limits
+    concurrency alone (the usual case) is taken with the slots' own C call.
+    """
+
+    __slots__ = ("bucket", "give", "slots", "take_now")
 
     def __init__(self, max_concurrency: int | None, rate_limit: RateLimit | None) -> None:
         self.slots = None if max_concurrency is None else Slots(max_concurrency)
         self.bucket = None if rate_limit is None else TokenBucket(rate_limit)
+        self.take_now: Callable[[], object] = (
+            self.slots.take_free
+            if self.slots is not None and self.bucket is None
+            else partial(_take_now, self.try_acquire)
+        )
+        self.give: Callable[[], None] | None = None if self.slots is None else self.slots.give
 
     def try_acquire(self) -> bool:
         """Admit at once if a slot and a token are free now; False: nothing taken, wait
@@ -172,10 +186,101 @@ class ToolGate:
             self.slots.give()
 
 
-def build_gates(tools: Mapping[str, Tool]) -> dict[str, ToolGate]:
-    """One gate per tool that declares a limit; the rest are absent."""
+class SharedToolGate(ToolGate):
+    """The tool's limits held with every process sharing `SharedLimits`.
+
+    A local slot first, so that this process never asks for more than the tool's
+    limit, then one of the tool's shared slots, then a shared rate token. Nothing
+    is admitted without a round trip to the shared store: `take_now` always says wait.
+    """
+
+    __slots__ = ("_limit", "_rate", "_shared", "_tool_id")
+
+    def __init__(
+        self,
+        tool_id: str,
+        max_concurrency: int | None,
+        rate_limit: RateLimit | None,
+        shared: SharedLimits,
+    ) -> None:
+        super().__init__(max_concurrency, None)
+        self._tool_id = tool_id
+        self._limit = max_concurrency
+        self._rate = rate_limit
+        self._shared = shared
+        self.take_now = _must_wait
+        self.give = None if max_concurrency is None else self.release
+
+    def try_acquire(self) -> bool:
+        return False
+
+    async def acquire(self, deadline: float | None) -> bool:
+        """Wait for admission; False when the deadline (loop clock) passes first."""
+        if deadline is None:
+            return await self._acquire_shared(None)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._acquire_shared(deadline)
+        except TimeoutError:
+            return False
+
+    async def _acquire_shared(self, deadline: float | None) -> bool:
+        slots = self.slots
+        if slots is not None and self._limit is not None:
+            await slots.take()
+            try:
+                await self._shared.take_slot(self._tool_id, self._limit)
+            except BaseException:
+                slots.give()
+                raise
+        rate = self._rate
+        if rate is None:
+            return True
+        try:
+            max_wait = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            delay = await self._shared.take_token(
+                self._tool_id, rate.per_second, rate.burst, max_wait
+            )
+            if delay is None:
+                self.release()
+                return False
+            if delay > 0.0:
+                # Cancelled while asleep, the token is forfeited: capacity lost, never exceeded.
+                await asyncio.sleep(delay)
+        except BaseException:
+            self.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        if self.slots is not None:
+            self._shared.give_slot(self._tool_id)
+            self.slots.give()
+
+
+def _take_now(try_acquire: Callable[[], bool]) -> None:
+    """A gate's uncontended take, as the slots' own take is: IndexError when it must wait."""
+    if not try_acquire():
+        raise IndexError
+
+
+def _must_wait() -> None:
+    raise IndexError
+
+
+def build_gates(
+    tools: Mapping[str, Tool], shared: SharedLimits | None = None
+) -> dict[str, ToolGate]:
+    """One gate per tool that declares a limit; the rest are absent. With `shared`,
+    the limits hold across every process sharing it."""
+    if shared is None:
+        return {
+            tool_id: ToolGate(tool.max_concurrency, tool.rate_limit)
+            for tool_id, tool in tools.items()
+            if tool.max_concurrency is not None or tool.rate_limit is not None
+        }
     return {
-        tool_id: ToolGate(tool.max_concurrency, tool.rate_limit)
+        tool_id: SharedToolGate(tool_id, tool.max_concurrency, tool.rate_limit, shared)
         for tool_id, tool in tools.items()
         if tool.max_concurrency is not None or tool.rate_limit is not None
     }

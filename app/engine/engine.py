@@ -27,7 +27,7 @@ from app.engine.invocation import Invoker
 from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan, SequentialPlan
-from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink
+from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink, SharedLimits
 from app.engine.receipt import ErrorKind, Receipt
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity, RunKind, RunState
@@ -56,9 +56,12 @@ class Engine:
         clock: Callable[[], datetime] = utc_now,
         rng: random.Random | None = None,
         pipeline_factory: Callable[..., CallPipeline] = CallPipeline,
+        shared_limits: SharedLimits | None = None,
     ) -> None:
         """`pipeline_factory`: builds the call pipeline (`CallPipeline`'s arguments);
-        a subclass adds to every call (`app.observability.traced_calls`)."""
+        a subclass adds to every call (`app.observability.traced_calls`).
+        `shared_limits`: the tools' admission limits are held with the other processes
+        sharing it (`CallPipeline`)."""
         self._contract = contract
         self._invoker = Invoker(worker_threads)
         self._deadlines: Deadlines | None = None
@@ -77,6 +80,7 @@ class Engine:
             clock=clock,
             rng=rng if rng is not None else random.Random(),
             backpressure=backpressure,
+            shared_limits=shared_limits,
         )
 
     @property

@@ -16,7 +16,6 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
-from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -48,7 +47,14 @@ from app.engine.failures import (
 )
 from app.engine.invocation import Invoker, when_thread_ends
 from app.engine.json_output import JSON_CHECK_OPTIONS, json_problem
-from app.engine.ports import AuditEvent, AuditKind, Backpressure, CachedOutput, ReceiptSink
+from app.engine.ports import (
+    AuditEvent,
+    AuditKind,
+    Backpressure,
+    CachedOutput,
+    ReceiptSink,
+    SharedLimits,
+)
 from app.engine.preflight import key_problem
 from app.engine.receipt import CallError, ErrorKind, Receipt, Status
 from app.engine.retry import backoff_delay, is_retryable
@@ -120,18 +126,12 @@ class _ToolSpec:
     ) -> None:
         self.gate = gate
         # The gate's uncontended take, raising IndexError when it must wait, and its
-        # release. A gate that limits concurrency alone (the usual case) is taken
-        # with the slots' own C call; any other through `try_acquire`.
+        # release (`ToolGate.take_now`, `ToolGate.give`).
         self.take_slot: Callable[[], object] | None = None
         self.release: Callable[[], None] | None = None
         if gate is not None:
-            slots = gate.slots
-            self.take_slot = (
-                slots.take_free
-                if slots is not None and gate.bucket is None
-                else partial(_take_now, gate.try_acquire)
-            )
-            self.release = None if slots is None else slots.give
+            self.take_slot = gate.take_now
+            self.release = gate.give
         self.redactor = Redactor(tool.redact) if tool.redact else DEFAULT_REDACTOR
         self.args_valid = tool.input_schema.is_valid
         self.output_valid = tool.output_schema.is_valid
@@ -153,12 +153,6 @@ class _ToolSpec:
         self.required = required
 
 
-def _take_now(try_acquire: Callable[[], bool]) -> None:
-    """A gate's uncontended take, as the slots' own take is: IndexError when it must wait."""
-    if not try_acquire():
-        raise IndexError
-
-
 class CallPipeline:
     def __init__(
         self,
@@ -172,7 +166,10 @@ class CallPipeline:
         clock: Callable[[], datetime],
         rng: random.Random,
         backpressure: Backpressure | None = None,
+        shared_limits: SharedLimits | None = None,
     ) -> None:
+        """`shared_limits`: the tools' admission limits are held with the other
+        processes sharing it; without, in this process alone."""
         self.contract = contract
         self._backpressure = backpressure
         self._invoker = invoker
@@ -185,7 +182,7 @@ class CallPipeline:
         self._emit = auditor.emit
         self._clock = clock
         self._rng = rng
-        gates = build_gates(contract.tools)
+        gates = build_gates(contract.tools, shared_limits)
         required = {
             needed
             for tool in contract.tools.values()

@@ -84,3 +84,25 @@ class CacheStore(Protocol):
     def get(self, fingerprint: str, definition_hash: str) -> Awaitable[CachedOutput | None]:
         """The entry for this exact call and tool definition, expired or not."""
         ...
+
+
+class SharedLimits(Protocol):
+    """Tools' admission limits held together with every other process sharing the
+    database (`app.store.shared_limits`). Slots are fungible: a process gives back
+    one of a tool's slots, not a particular one."""
+
+    async def take_slot(self, tool_id: str, limit: int) -> None:
+        """Wait until this process holds one more of the tool's `limit` slots.
+        Cancelling the wait leaves no slot held."""
+        ...
+
+    def give_slot(self, tool_id: str) -> None:
+        """Give one held slot back (without blocking: the release is sent later)."""
+        ...
+
+    async def take_token(
+        self, tool_id: str, per_second: float, burst: int, max_wait_s: float | None
+    ) -> float | None:
+        """Reserve the tool's next rate token; the delay before it may be used (0.0:
+        now), or None (nothing taken) when that delay would exceed `max_wait_s`."""
+        ...
