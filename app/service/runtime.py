@@ -50,6 +50,7 @@ from app.store.migrate import upgrade_database
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.runs import RunRepository
+from app.store.shared_limits import PostgresSharedLimits
 
 logger = logging.getLogger("toolloop.runtime")
 
@@ -77,6 +78,7 @@ class Runtime:
     sqlite_process: SqliteWriterProcess | None = None  # SQLite files, when configured
     postgres_process: PostgresWriterProcess | None = None  # PostgreSQL, when configured
     remote_tools: RemoteTools | None = None  # the contract's MCP tools, when it has some
+    shared_limits: PostgresSharedLimits | None = None  # PostgreSQL, when a tool has limits
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def unavailable_tools(self) -> dict[str, str]:
@@ -116,6 +118,8 @@ class Runtime:
             await self.sqlite_process.aclose()
         if self.postgres_process is not None:
             await self.postgres_process.aclose()
+        if self.shared_limits is not None:
+            await self.shared_limits.aclose()
         with suppress(SQLAlchemyError):
             async with self.sessions.begin() as session:
                 await InstanceRepository(session).remove(self.instance_id)
@@ -157,6 +161,7 @@ async def open_runtime(
         await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
         sqlite_process = await _sqlite_writer_process(settings, checkpointer)
         postgres_process = await _postgres_writer_process(settings)
+        shared_limits = await _shared_limits(settings, contract)
     except BaseException:
         await database.dispose()
         raise
@@ -185,6 +190,7 @@ async def open_runtime(
         worker_threads=settings.worker_threads,
         max_cached_output_bytes=settings.max_stored_output_bytes,
         pipeline_factory=CallPipeline if tracing is None else tracing.pipeline_factory(),
+        shared_limits=shared_limits,
     )
     limits = PlanLimits(
         max_sequential_calls=settings.max_sequential_calls,
@@ -246,6 +252,7 @@ async def open_runtime(
         sqlite_process=sqlite_process,
         postgres_process=postgres_process,
         remote_tools=remote_tools if remote_tools else None,
+        shared_limits=shared_limits,
     )
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(
@@ -306,6 +313,20 @@ async def _postgres_writer_process(settings: Settings) -> PostgresWriterProcess 
         reason = exc.error if isinstance(exc, PostgresStatementFailed) else exc
         raise DatabaseUnavailable(database_target(settings.database_url), str(reason)) from exc
     return process
+
+
+async def _shared_limits(settings: Settings, contract: Contract) -> PostgresSharedLimits | None:
+    """On PostgreSQL, tools' limits hold across every process sharing the database: a
+    process cannot know it is alone. Not opened when no tool declares a limit."""
+    conninfo = postgres_conninfo(settings.database_url)
+    if conninfo is None or not any(
+        tool.max_concurrency is not None or tool.rate_limit is not None
+        for tool in contract.tools.values()
+    ):
+        return None
+    shared = PostgresSharedLimits(conninfo, database_target(settings.database_url))
+    await shared.start()
+    return shared
 
 
 def _wal_checkpointer(settings: Settings) -> WalCheckpointer | None:

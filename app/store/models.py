@@ -304,3 +304,15 @@ class RouterRecording(Base):
     reply_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class ToolBucket(Base):
+    """A rate-limited tool's token bucket, shared by every process on PostgreSQL
+    (`app.store.shared_limits`): the tokens left at `updated_s` (the database
+    server's clock, seconds since the epoch). Only PostgreSQL uses it."""
+
+    __tablename__ = "tool_buckets"
+
+    tool_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_s: Mapped[float] = mapped_column(Float)

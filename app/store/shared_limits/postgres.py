@@ -1,0 +1,328 @@
+"""`SharedLimits` on PostgreSQL: advisory locks for slots, one row per token bucket.
+
+A slot is a session-level advisory lock (`keys.slot_key`) on this process's one
+slots connection, so the server gives every slot of a process back when its
+session ends: a process killed with -9 closes its socket at once; a host that
+vanishes is found by the server's TCP keepalives set on the session (within
+about 25 s). A release unlocks and notifies `keys.CHANNEL` in one statement;
+waiters listen on a second connection, and re-try every `poll_s` without a
+notification (a dead process notifies nobody).
+
+Statements run one at a time on the slots connection, in a task of their own, so
+a waiter cancelled mid-statement leaves the connection usable and gives back a
+slot the statement took. The session re-enters locks it holds, so a release
+still on its way and a new take of the same slot count right.
+
+When the connection breaks, the server frees this process's slots while its
+calls may still be running: those calls run to their end, counted here as
+orphans (their release unlocks nothing), and the tool's limit may be exceeded
+by them until they end. Waiters re-try until they connect again or their
+deadline passes: nothing is admitted without the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Coroutine
+from contextlib import suppress
+from functools import partial
+from typing import Any, TypeVar
+
+import psycopg
+
+from app.store.database import DatabaseUnavailable
+from app.store.shared_limits.keys import CHANNEL, NAMESPACE, slot_keys
+
+logger = logging.getLogger("toolloop.shared_limits")
+
+T = TypeVar("T")
+
+POLL_S = 1.0
+
+# The server's keepalives on the slots session: an unreachable host's slots are
+# freed after 10 s idle and 3 unanswered probes 5 s apart.
+_SERVER_KEEPALIVES = (
+    "SET tcp_keepalives_idle = 10",
+    "SET tcp_keepalives_interval = 5",
+    "SET tcp_keepalives_count = 3",
+)
+_CLIENT_KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+# The executor pulls one row at a time through the filter: locks are tried in
+# order and the first one taken ends the scan.
+_TRY_LOCK = (
+    "SELECT s.i FROM unnest(%s::int4[], %s::int4[]) AS s(i, k)"
+    " WHERE pg_try_advisory_lock(%s, s.k) LIMIT 1"
+)
+_UNLOCK = "SELECT pg_advisory_unlock(%s, %s), pg_notify(%s, %s)"
+
+# One statement: refill by the time passed on the server's clock (never backwards),
+# take a token, and say how long until it is due; taken only when that wait fits.
+_TAKE_TOKEN = """
+INSERT INTO tool_buckets AS b (tool_id, tokens, updated_s)
+VALUES (%(tool)s, %(burst)s - 1.0, extract(epoch FROM clock_timestamp())::float8)
+ON CONFLICT (tool_id) DO UPDATE SET
+    tokens = LEAST(%(burst)s, b.tokens
+                   + GREATEST(0.0, EXCLUDED.updated_s - b.updated_s) * %(rate)s) - 1.0,
+    updated_s = GREATEST(b.updated_s, EXCLUDED.updated_s)
+WHERE %(max_wait)s::float8 IS NULL
+   OR 1.0 - LEAST(%(burst)s, b.tokens
+                  + GREATEST(0.0, EXCLUDED.updated_s - b.updated_s) * %(rate)s)
+      <= %(max_wait)s::float8 * %(rate)s
+RETURNING b.tokens, b.updated_s - extract(epoch FROM clock_timestamp())::float8
+"""
+
+
+class _Unavailable(Exception):
+    """The slots connection is down; the caller waits and re-tries."""
+
+
+class PostgresSharedLimits:
+    def __init__(self, conninfo: str, target: str, *, poll_s: float = POLL_S) -> None:
+        """`target`: where the database is, as `DatabaseUnavailable` names it."""
+        self._conninfo = conninfo
+        self._target = target
+        self._poll_s = poll_s
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        # Bumped when the slots connection is replaced: a release queued for an
+        # older session unlocks nothing in the new one.
+        self._generation = 0
+        self._statements = asyncio.Lock()
+        self._keys: dict[str, tuple[int, ...]] = {}
+        self._held: dict[str, list[int]] = {}
+        self._orphans: dict[str, int] = {}
+        self._wakeups: dict[str, asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._listener: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect; raises DatabaseUnavailable when the database cannot be reached."""
+        try:
+            async with self._statements:
+                await self._connected()
+            listening = await self._listen_connection()
+        except psycopg.OperationalError as exc:
+            await self.aclose()
+            raise DatabaseUnavailable(self._target, str(exc)) from exc
+        self._listener = asyncio.create_task(
+            self._listen(listening), name="toolloop-shared-limits-listener"
+        )
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._listener
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5.0)
+        async with self._statements:
+            if self._conn is not None:
+                await self._conn.close()  # the session's locks go with it
+                self._conn = None
+
+    @property
+    def held(self) -> dict[str, int]:
+        """Slots this process holds per tool, orphans included (for tests and metrics)."""
+        tools = self._held.keys() | self._orphans.keys()
+        return {tool: len(self._held.get(tool, ())) + self._orphans.get(tool, 0) for tool in tools}
+
+    # -- slots ------------------------------------------------------------
+
+    async def take_slot(self, tool_id: str, limit: int) -> None:
+        while True:
+            wakeup = self._wakeup(tool_id)
+            attempt = self._in_task(self._try_lock(tool_id, limit))
+            try:
+                taken = await asyncio.shield(attempt)
+            except asyncio.CancelledError:
+                attempt.add_done_callback(partial(self._give_if_taken, tool_id))
+                raise
+            except _Unavailable:
+                taken = False
+            if taken:
+                return
+            await asyncio.wait((wakeup,), timeout=self._poll_s)
+
+    def give_slot(self, tool_id: str) -> None:
+        orphans = self._orphans.get(tool_id, 0)
+        if orphans:
+            self._orphans[tool_id] = orphans - 1  # its lock went with the old session
+            return
+        held = self._held.get(tool_id)
+        if not held:
+            return
+        index = held.pop()
+        self._in_task(self._unlock(tool_id, index, self._generation))
+
+    async def _try_lock(self, tool_id: str, limit: int) -> bool:
+        async with self._statements:
+            conn = await self._connected()
+            keys = self._keys.get(tool_id)
+            if keys is None or len(keys) != limit:
+                keys = self._keys[tool_id] = slot_keys(tool_id, limit)
+            held = self._held.setdefault(tool_id, [])
+            free = [index for index in range(limit) if index not in held]
+            if not free:
+                return False
+            # From a random place, so that processes do not all try slot 0 first.
+            start = random.randrange(len(free))
+            order = free[start:] + free[:start]
+            rows = await self._execute(
+                conn, _TRY_LOCK, ([*order], [keys[index] for index in order], NAMESPACE)
+            )
+            if not rows:
+                return False
+            held.append(int(rows[0][0]))
+            return True
+
+    async def _unlock(self, tool_id: str, index: int, generation: int) -> None:
+        async with self._statements:
+            if self._conn is None or generation != self._generation:
+                return  # that session ended: the server freed the lock
+            key = self._keys[tool_id][index]
+            with suppress(_Unavailable):
+                await self._execute(self._conn, _UNLOCK, (NAMESPACE, key, CHANNEL, tool_id))
+
+    def _give_if_taken(self, tool_id: str, attempt: asyncio.Task[bool]) -> None:
+        if not attempt.cancelled() and attempt.exception() is None and attempt.result():
+            self.give_slot(tool_id)
+
+    # -- tokens -----------------------------------------------------------
+
+    async def take_token(
+        self, tool_id: str, per_second: float, burst: int, max_wait_s: float | None
+    ) -> float | None:
+        params = {"tool": tool_id, "burst": float(burst), "rate": per_second}
+        while True:
+            if max_wait_s is not None and max_wait_s < 0.0:
+                return None
+            params["max_wait"] = max_wait_s
+            loop = asyncio.get_running_loop()
+            asked_at = loop.time()
+            try:
+                # A cancelled waiter's token is forfeited: capacity lost, never exceeded.
+                rows = await asyncio.shield(self._in_task(self._bucket(dict(params))))
+            except _Unavailable:
+                await asyncio.sleep(self._poll_s)
+                if max_wait_s is not None:
+                    max_wait_s -= loop.time() - asked_at
+                continue
+            if not rows:
+                return None
+            tokens, lead_s = float(rows[0][0]), float(rows[0][1])
+            return max(0.0, lead_s + (-tokens / per_second if tokens < 0.0 else 0.0))
+
+    async def _bucket(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        async with self._statements:
+            return await self._execute(await self._connected(), _TAKE_TOKEN, params)
+
+    # -- the connections --------------------------------------------------
+
+    async def _connected(self) -> psycopg.AsyncConnection[Any]:
+        """The slots connection, connected again if it was lost. Holds `_statements`."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        if conn is not None:
+            self._lost()
+        if self._closed:
+            raise _Unavailable
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, **_CLIENT_KEEPALIVES
+            )
+            for statement in _SERVER_KEEPALIVES:
+                await conn.execute(statement)
+        except psycopg.OperationalError as exc:
+            if self._generation == 0:
+                raise  # at start: the service cannot start without it
+            logger.warning("shared admission limits: cannot connect: %s", exc)
+            raise _Unavailable from exc
+        self._conn = conn
+        self._generation += 1
+        return conn
+
+    async def _execute(
+        self, conn: psycopg.AsyncConnection[Any], sql: str, params: Any
+    ) -> list[tuple[Any, ...]]:
+        try:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchall()
+        except psycopg.OperationalError as exc:
+            logger.warning("shared admission limits: connection lost: %s", exc)
+            with suppress(psycopg.Error):
+                await conn.close()
+            self._lost()
+            raise _Unavailable from exc
+
+    def _lost(self) -> None:
+        """The session ended: the server freed its locks; calls still running hold
+        none now."""
+        self._conn = None
+        self._generation += 1
+        for tool_id, held in self._held.items():
+            if held:
+                self._orphans[tool_id] = self._orphans.get(tool_id, 0) + len(held)
+                held.clear()
+        self._wake_all()
+
+    async def _listen_connection(self) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(
+            self._conninfo, autocommit=True, **_CLIENT_KEEPALIVES
+        )
+        await conn.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        while True:
+            try:
+                if conn is None:
+                    conn = await self._listen_connection()
+                    self._wake_all()  # releases may have gone unheard meanwhile
+                async for notice in conn.notifies():
+                    self._wake(notice.payload)
+            except psycopg.OperationalError as exc:
+                logger.warning("shared admission limits: listener lost: %s", exc)
+                if conn is not None:
+                    with suppress(psycopg.Error):
+                        await conn.close()
+                conn = None
+                await asyncio.sleep(self._poll_s)  # meanwhile waiters poll
+            except asyncio.CancelledError:
+                if conn is not None:
+                    await conn.close()
+                raise
+
+    # -- waking -----------------------------------------------------------
+
+    def _wakeup(self, tool_id: str) -> asyncio.Future[None]:
+        """The future the tool's next release resolves: taken before a try, so that a
+        release during the try is not missed."""
+        future = self._wakeups.get(tool_id)
+        if future is None or future.done():
+            future = self._wakeups[tool_id] = asyncio.get_running_loop().create_future()
+        return future
+
+    def _wake(self, tool_id: str) -> None:
+        future = self._wakeups.pop(tool_id, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def _wake_all(self) -> None:
+        for tool_id in list(self._wakeups):
+            self._wake(tool_id)
+
+    def _in_task(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
