@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.store.database import database_target, postgres_conninfo
+from app.store.migrate import upgrade_database
+from app.store.shared_limits import PostgresSharedLimits
+from app.store.shared_limits.keys import NAMESPACE
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def conninfo(postgres_url: str) -> str:
+    await upgrade_database(postgres_url)
+    info = postgres_conninfo(postgres_url)
+    assert info is not None
+    return info
+
+
+@pytest.fixture
+async def open_limits(
+    conninfo: str, postgres_url: str
+) -> AsyncIterator[Callable[..., Any]]:
+    """Opens a `PostgresSharedLimits` as one process of the service would: two of
+    them are two processes' worth of connections."""
+    opened: list[PostgresSharedLimits] = []
+
+    async def open_one(poll_s: float = 30.0) -> PostgresSharedLimits:
+        limits = PostgresSharedLimits(conninfo, database_target(postgres_url), poll_s=poll_s)
+        await limits.start()
+        opened.append(limits)
+        return limits
+
+    yield open_one
+    for limits in opened:
+        await limits.aclose()
+
+
+@pytest.fixture
+def advisory_locks(conninfo: str) -> Iterator[Callable[[], int]]:
+    """How many of the service's advisory locks the server holds now, all sessions."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+
+        def count() -> int:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND classid = %s::oid AND granted",
+                (NAMESPACE,),
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        yield count
