@@ -23,9 +23,7 @@ async def conninfo(postgres_url: str) -> str:
 
 
 @pytest.fixture
-async def open_limits(
-    conninfo: str, postgres_url: str
-) -> AsyncIterator[Callable[..., Any]]:
+async def open_limits(conninfo: str, postgres_url: str) -> AsyncIterator[Callable[..., Any]]:
     """Opens a `PostgresSharedLimits` as one process of the service would: two of
     them are two processes' worth of connections."""
     opened: list[PostgresSharedLimits] = []

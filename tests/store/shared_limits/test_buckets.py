@@ -54,7 +54,9 @@ async def test_a_token_is_reserved_only_within_the_wait_allowed(
     assert await limits.take_token("slow", 0.5, 1, None) == 0.0
     assert await limits.take_token("slow", 0.5, 1, 0.5) is None
     waited = await limits.take_token("slow", 0.5, 1, None)
-    assert waited is not None and 1.0 < waited <= 2.0
+    assert waited is not None
+    assert 1.0 < waited <= 2.0
     # The refused ask took nothing: the next token is due after the reserved one.
     after = await limits.take_token("slow", 0.5, 1, None)
-    assert after is not None and after > waited + 1.0
+    assert after is not None
+    assert after > waited + 1.0
