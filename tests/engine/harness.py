@@ -18,7 +18,7 @@ from app.engine.engine import Engine
 from app.engine.memory import MemoryAuditSink, MemoryCacheStore, MemoryReceiptSink
 from app.engine.parallel import ParallelOutcome
 from app.engine.plan import Lane, ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
-from app.engine.ports import AuditKind, ReceiptSink
+from app.engine.ports import AuditKind, ReceiptSink, SharedLimits
 from app.engine.preflight import preflight_parallel, preflight_sequential
 from app.engine.run import RunIdentity
 from app.engine.sequential import SequentialOutcome
@@ -149,6 +149,7 @@ def build_harness(
     clock: Callable[[], datetime] | None = None,
     rng: random.Random | None = None,
     worker_threads: int = 4,
+    shared_limits: SharedLimits | None = None,
 ) -> Harness:
     store = cache if cache is not None else MemoryCacheStore()
     sink = receipts if receipts is not None else MemoryReceiptSink(store)
@@ -164,6 +165,7 @@ def build_harness(
         audit=audit,
         cache=store,
         worker_threads=worker_threads,
+        shared_limits=shared_limits,
         **options,
     )
     return Harness(contract, engine, sink, audit, store)
