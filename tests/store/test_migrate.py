@@ -36,6 +36,7 @@ TABLES = {
     "router_recordings",
     "runs",
     "service_instances",
+    "tool_buckets",
 }
 
 
