@@ -27,7 +27,7 @@ def most_in_any_window(starts: list[float], per_second: float, burst: int) -> fl
 async def test_two_processes_share_one_bucket(open_limits: Callable[..., Any]) -> None:
     first, second = await open_limits(), await open_limits()
     loop = asyncio.get_running_loop()
-    per_second, burst = 40.0, 3
+    per_second, burst = 10.0, 3
     starts: list[float] = []
 
     async def take(limits: Any) -> None:
