@@ -4,7 +4,9 @@ A slot is a session-level advisory lock (`keys.slot_key`) on this process's one
 slots connection, so the server gives every slot of a process back when its
 session ends: a process killed with -9 closes its socket at once; a host that
 vanishes is found by the server's TCP keepalives set on the session (within
-about 25 s). A release unlocks and notifies `keys.CHANNEL` in one statement;
+about 25 s). A release unlocks and notifies `keys.CHANNEL` in one statement,
+sent ahead of the connection's next statement in the same round trip (alone when
+none is waiting);
 waiters listen on a second connection, and re-try every `poll_s` without a
 notification (a dead process notifies nobody).
 
@@ -61,7 +63,10 @@ _TRY_LOCK = (
     "SELECT s.i FROM unnest(%s::int4[], %s::int4[]) AS s(i, k)"
     " WHERE pg_try_advisory_lock(%s, s.k) LIMIT 1"
 )
-_UNLOCK = "SELECT pg_advisory_unlock(%s, %s), pg_notify(%s, %s)"
+_UNLOCK = (
+    "SELECT pg_advisory_unlock(%s, u.k), pg_notify(%s, u.tool)"
+    " FROM unnest(%s::int4[], %s::text[]) AS u(k, tool)"
+)
 
 # One statement: refill by the time passed on the server's clock (never backwards),
 # take a token, and say how long until it is due; taken only when that wait fits.
@@ -80,6 +85,10 @@ RETURNING b.tokens, b.updated_s - extract(epoch FROM clock_timestamp())::float8
 """
 
 
+def _unlock_params(unlocks: list[tuple[int, str]]) -> tuple[Any, ...]:
+    return NAMESPACE, CHANNEL, [key for key, _ in unlocks], [tool for _, tool in unlocks]
+
+
 class _Unavailable(Exception):
     """The slots connection is down; the caller waits and re-tries."""
 
@@ -91,13 +100,16 @@ class PostgresSharedLimits:
         self._target = target
         self._poll_s = poll_s
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        # Bumped when the slots connection is replaced: a release queued for an
-        # older session unlocks nothing in the new one.
+        # Sessions opened so far: the first must open at start.
         self._generation = 0
         self._statements = asyncio.Lock()
         self._keys: dict[str, tuple[int, ...]] = {}
         self._held: dict[str, list[int]] = {}
         self._orphans: dict[str, int] = {}
+        # Releases not yet sent (key, tool id): sent together, ahead of the next
+        # statement or on their own.
+        self._unlocks: list[tuple[int, str]] = []
+        self._flushing: asyncio.Task[None] | None = None
         self._wakeups: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._listener: asyncio.Task[None] | None = None
@@ -161,7 +173,9 @@ class PostgresSharedLimits:
         if not held:
             return
         index = held.pop()
-        self._in_task(self._unlock(tool_id, index, self._generation))
+        self._unlocks.append((self._keys[tool_id][index], tool_id))
+        if self._flushing is None:
+            self._flushing = self._in_task(self._flush_unlocks())
 
     async def _try_lock(self, tool_id: str, limit: int) -> bool:
         async with self._statements:
@@ -177,20 +191,20 @@ class PostgresSharedLimits:
             start = random.randrange(len(free))
             order = free[start:] + free[:start]
             rows = await self._execute(
-                conn, _TRY_LOCK, ([*order], [keys[index] for index in order], NAMESPACE)
+                conn, _TRY_LOCK, ([*order], [keys[index] for index in order], NAMESPACE), True
             )
             if not rows:
                 return False
             held.append(int(rows[0][0]))
             return True
 
-    async def _unlock(self, tool_id: str, index: int, generation: int) -> None:
+    async def _flush_unlocks(self) -> None:
         async with self._statements:
-            if self._conn is None or generation != self._generation:
-                return  # that session ended: the server freed the lock
-            key = self._keys[tool_id][index]
-            with suppress(_Unavailable):
-                await self._execute(self._conn, _UNLOCK, (NAMESPACE, key, CHANNEL, tool_id))
+            self._flushing = None
+            unlocks, self._unlocks = self._unlocks, []
+            if unlocks and self._conn is not None:
+                with suppress(_Unavailable):
+                    await self._execute(self._conn, _UNLOCK, _unlock_params(unlocks))
 
     def _give_if_taken(self, tool_id: str, attempt: asyncio.Task[bool]) -> None:
         if not attempt.cancelled() and attempt.exception() is None and attempt.result():
@@ -223,7 +237,7 @@ class PostgresSharedLimits:
 
     async def _bucket(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         async with self._statements:
-            return await self._execute(await self._connected(), _TAKE_TOKEN, params)
+            return await self._execute(await self._connected(), _TAKE_TOKEN, params, True)
 
     # -- the connections --------------------------------------------------
 
@@ -252,11 +266,22 @@ class PostgresSharedLimits:
         return conn
 
     async def _execute(
-        self, conn: psycopg.AsyncConnection[Any], sql: str, params: Any
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        sql: str,
+        params: Any,
+        after_unlocks: bool = False,
     ) -> list[tuple[Any, ...]]:
+        """Run `sql`; with `after_unlocks`, the releases waiting to be sent go first,
+        in the same round trip. Holds `_statements`."""
+        unlocks = self._unlocks if after_unlocks else []
         try:
-            cursor = await conn.execute(sql, params)
-            return await cursor.fetchall()
+            if not unlocks:
+                return await (await conn.execute(sql, params)).fetchall()
+            self._unlocks = []
+            async with conn.pipeline():
+                await conn.execute(_UNLOCK, _unlock_params(unlocks))
+                return await (await conn.execute(sql, params)).fetchall()
         except psycopg.OperationalError as exc:
             logger.warning("shared admission limits: connection lost: %s", exc)
             with suppress(psycopg.Error):
@@ -269,6 +294,7 @@ class PostgresSharedLimits:
         none now."""
         self._conn = None
         self._generation += 1
+        self._unlocks = []  # the session's locks went with it
         for tool_id, held in self._held.items():
             if held:
                 self._orphans[tool_id] = self._orphans.get(tool_id, 0) + len(held)
