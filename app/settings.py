@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     confirmation_expiry_interval_s: float = Field(default=60.0, gt=0)
     run_events_heartbeat_s: float = Field(default=15.0, gt=0)
     run_events_poll_s: float = Field(default=1.0, gt=0)
+    # PostgreSQL: how long a cancel waits for the process executing the run to confirm it.
+    run_cancel_wait_s: float = Field(default=10.0, gt=0)
     # SIGTERM: how long open requests and event streams get to finish before they are
     # cancelled and the service stops (runs still going end `interrupted` at once).
     shutdown_grace_s: float = Field(default=10.0, ge=0)

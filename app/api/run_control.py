@@ -6,7 +6,9 @@ too (its waiting calls are refused). The events stream sends every receipt of
 the run once, as it becomes durable (`event: receipt`, the stored redacted
 copy), in completion order, then `event: end` with `{"run_id", "status"}`, and
 closes; a late client first gets what already happened. Comment lines keep
-idle connections alive. When the service shuts down, its runs end
+idle connections alive. On PostgreSQL both work whichever instance gets the
+request: a cancel is carried out by the instance executing the run, and its
+events are relayed. When the service shuts down, its runs end
 `interrupted` (`end`); a stream of a run executing in another instance ends
 with `event: shutdown` (`{"run_id", "status", "detail"}`): reconnect.
 """
@@ -91,6 +93,7 @@ async def cancel_run(
             "sequential": cancel_paused_plan_run,
             "parallel": cancel_paused_plan_run,
         },
+        stop_elsewhere=None if runtime.replicas is None else runtime.replicas.stop_elsewhere,
     )
     status = await control.cancel(run_id, principal, control_rule(principal))
     return FastJSONResponse({"run_id": run_id, "status": status})
@@ -120,6 +123,7 @@ async def stream_run_events(
         runtime.runs,
         heartbeat_s=settings.run_events_heartbeat_s,
         poll_s=settings.run_events_poll_s,
+        follow=None if runtime.replicas is None else runtime.replicas.follow,
     )
     events = await stream.open(run_id, viewer)
     return StreamingResponse(

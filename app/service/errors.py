@@ -24,7 +24,7 @@ ServiceError
  │    │    └── ConfirmationContractChanged  409  contract-changed
  │    ├── RunNotCancellable        409  run-not-cancellable
  │    │    ├── RunAlreadyEnded          the run had ended before the cancel took effect
- │    │    └── RunRunningElsewhere      another process executes the run
+ │    │    └── RunRunningElsewhere      another process executes the run (SQLite)
  │    ├── RunNotResumable          409  run-not-resumable: not an interrupted plan run
  │    ├── ContractChanged          409  contract-changed: admitted against another contract
  │    ├── IdempotencyKeyInUse      409  idempotency-key-in-use: the first request still runs
@@ -32,6 +32,7 @@ ServiceError
  │    └── IdempotencyKeyUnanswered 409  idempotency-key-unanswered: nobody is left to answer
  └── ServiceUnavailable            503  service-unavailable
       ├── RouterUnavailable             prompts or profiles failed to load at startup
+      ├── CancelUnconfirmed        503  cancel-unconfirmed: the executing process did not answer
       └── StorageUnavailable       503  storage-unavailable: the database could not do it
 
 The API adds its own leaves for what only HTTP knows (401, 413, 429).
@@ -218,6 +219,8 @@ class RunAlreadyEnded(RunNotCancellable):
 
 
 class RunRunningElsewhere(RunNotCancellable):
+    """Another process executes the run and no channel reaches it (SQLite)."""
+
     def __init__(self, run_id: str) -> None:
         super().__init__(
             "The run executes in another service instance; only that instance can cancel it.",
@@ -306,6 +309,18 @@ class RouterUnavailable(ServiceUnavailable):
             ROUTER_UNAVAILABLE,
             retry_after_s=60,
             log="the router failed closed at startup: " + "; ".join(self.problems),
+        )
+
+
+class CancelUnconfirmed(ServiceUnavailable):
+    type = PROBLEM_TYPE + "cancel-unconfirmed"
+
+    def __init__(self, run_id: str, wait_s: float) -> None:
+        super().__init__(
+            f"The service instance executing the run did not confirm the cancel within "
+            f"{wait_s:g}s; the cancel may still take effect. Send it again to learn the outcome.",
+            retry_after_s=1,
+            log=f"run {run_id}: the executing instance did not confirm the cancel",
         )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import psycopg
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -28,6 +29,8 @@ from app.service.remote_tools import open_remote_tools
 from app.service.router.service import RouterService
 from app.service.router.setup import open_router
 from app.service.runs.events import RunEventHub
+from app.service.runs.relay import RUNS_CHANNEL, RunEventRelay
+from app.service.runs.replicas import RunReplicas, instance_channel
 from app.service.runs.tasks import RunSupervisor
 from app.settings import Settings
 from app.store.database import (
@@ -47,6 +50,7 @@ from app.store.journal.sqlite.checkpoints import WalCheckpointer
 from app.store.journal.sqlite.process import SqliteWriterProcess, WriterProcessGone
 from app.store.journal.writer import GroupCommitWriter
 from app.store.migrate import upgrade_database
+from app.store.notices import PostgresNotices
 from app.store.repositories.contract_snapshots import ContractSnapshotRepository
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.runs import RunRepository
@@ -79,6 +83,9 @@ class Runtime:
     postgres_process: PostgresWriterProcess | None = None  # PostgreSQL, when configured
     remote_tools: RemoteTools | None = None  # the contract's MCP tools, when it has some
     shared_limits: PostgresSharedLimits | None = None  # PostgreSQL, when a tool has limits
+    # PostgreSQL: the other processes on the database, reached by LISTEN/NOTIFY.
+    notices: PostgresNotices | None = None
+    replicas: RunReplicas | None = None
     _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def unavailable_tools(self) -> dict[str, str]:
@@ -103,6 +110,10 @@ class Runtime:
     async def aclose(self) -> None:
         await self.runs.aclose()
         self.events.close()
+        if self.replicas is not None:
+            await self.replicas.aclose()
+        if self.notices is not None:
+            await self.notices.aclose()  # after the runs' ends: they are relayed
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -177,6 +188,10 @@ async def open_runtime(
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
+    notices = _notices(settings, instance_id)
+    relay = None if notices is None else RunEventRelay(events, notices)
+    if relay is not None:
+        writer.add_listener(relay.publish_receipts)
     writer.start()
     # Bound to their connections from here on; the hash is the same.
     contract, remote_tools = await open_remote_tools(contract, settings.mcp_max_connections)
@@ -199,10 +214,11 @@ async def open_runtime(
         max_concurrency_cap=settings.max_concurrency_cap,
     )
     llm_http = httpx.AsyncClient()
+    run_ends = events if relay is None else relay
     runs = (
-        RunSupervisor(sessions, events)
+        RunSupervisor(sessions, run_ends)
         if tracing is None
-        else RunSupervisor(sessions, events, wrap_run=tracing.run)
+        else RunSupervisor(sessions, run_ends, wrap_run=tracing.run)
     )
     answering = AnsweringRuns(instance_id, settings.instance_stale_after_s, runs.is_active)
     plans = PlanService(
@@ -254,6 +270,23 @@ async def open_runtime(
         remote_tools=remote_tools if remote_tools else None,
         shared_limits=shared_limits,
     )
+    if notices is not None and relay is not None:
+        runtime.notices = notices
+        runtime.replicas = RunReplicas(
+            instance_id,
+            sessions,
+            events,
+            relay,
+            runs,
+            notices,
+            stale_after_s=settings.instance_stale_after_s,
+            cancel_wait_s=settings.run_cancel_wait_s,
+        )
+        try:
+            await notices.start(runtime.replicas.receive)
+        except psycopg.Error as exc:
+            await runtime.aclose()
+            raise DatabaseUnavailable(database_target(settings.database_url), str(exc)) from exc
     runtime._background.append(asyncio.create_task(_keep_alive(runtime), name="toolloop-heartbeat"))
     runtime._background.append(
         asyncio.create_task(
@@ -271,6 +304,13 @@ async def open_runtime(
         checkpointer.start()  # after the migration: it opens the database file, never creates it
     logger.info("contract %s loaded with %d tools", contract.hash, len(contract.tools))
     return runtime
+
+
+def _notices(settings: Settings, instance_id: str) -> PostgresNotices | None:
+    conninfo = postgres_conninfo(settings.database_url)
+    if conninfo is None:
+        return None
+    return PostgresNotices(conninfo, (instance_channel(instance_id), RUNS_CHANNEL))
 
 
 # A commit's wait for more rows, unless configured: the writer process commits

@@ -48,6 +48,7 @@ SAMPLES: list[e.ServiceError] = [
     e.IdempotencyKeyUnanswered("r1", "interrupted"),
     e.ServiceUnavailable("The service is waiting for its database; retry later.", retry_after_s=5),
     e.RouterUnavailable(["/etc/secret/profiles.yaml: missing"]),
+    e.CancelUnconfirmed("r1", 10.0),
     e.StorageUnavailable("(psycopg) connection to 10.1.2.3:5432 refused"),
     Unauthorized("The API key is not valid.", challenge='Bearer error="invalid_token"'),
     InsufficientScope("This API key lacks the 'admin' scope.", challenge="Bearer"),

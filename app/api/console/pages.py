@@ -32,6 +32,7 @@ from app.api.run_control import START_SCOPES, control_rule, server_sent_events
 from app.service.catalog import describe_contract
 from app.service.errors import (
     CancelForbidden,
+    CancelUnconfirmed,
     InvalidRequest,
     RunAlreadyEnded,
     RunNotFound,
@@ -67,6 +68,8 @@ NOTICES = {
     "ended": "The run had already ended.",
     "elsewhere": "The run executes in another service instance; only that instance can cancel it.",
     "forbidden": "Your key may not cancel this run.",
+    "unconfirmed": "The instance executing the run did not confirm the cancel in time; "
+    "it may still take effect.",
 }
 Reader = Annotated[Session, Depends(ConsoleSession(RUNS_READ))]
 Anyone = Annotated[Session, Depends(ConsoleSession())]
@@ -205,6 +208,7 @@ async def run_events(
         runtime.runs,
         heartbeat_s=settings.run_events_heartbeat_s,
         poll_s=settings.run_events_poll_s,
+        follow=None if runtime.replicas is None else runtime.replicas.follow,
     )
     try:
         events = await stream.open(run_id, session.principal)
@@ -228,7 +232,10 @@ async def cancel_run(
         return runtime.router.cancel_paused(paused_run_id, principal.name)
 
     control = RunControl(
-        runtime.sessions, runtime.runs, cancel_paused={"router": cancel_paused_router_run}
+        runtime.sessions,
+        runtime.runs,
+        cancel_paused={"router": cancel_paused_router_run},
+        stop_elsewhere=None if runtime.replicas is None else runtime.replicas.stop_elsewhere,
     )
     try:
         await control.cancel(run_id, principal, control_rule(principal))
@@ -241,6 +248,8 @@ async def cancel_run(
         done = "ended"
     except RunRunningElsewhere:
         done = "elsewhere"
+    except CancelUnconfirmed:
+        done = "unconfirmed"
     return RedirectResponse(f"{BASE}/runs/{run_id}?done={done}", status_code=303)
 
 

@@ -1,7 +1,9 @@
 """Cancelling a run: its running calls are cancelled, the rest skipped, the run ends `cancelled`.
 
-Only the process executing a run can cancel it; a run executing in another
-replica is refused (409) rather than left half-stopped. A run kind that can
+Only the process executing a run can stop it. On PostgreSQL a cancel arriving
+elsewhere is sent there (`stop_elsewhere`, `app.service.runs.replicas`) and
+answered alike; without that channel (SQLite) a run executing in another
+process is refused (409) rather than left half-stopped. A run kind that can
 pause (a router run waiting for confirmation) registers how to cancel a paused
 run: it is only rows, so any process can.
 """
@@ -32,11 +34,26 @@ CancelPaused = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteStop:
+    """A cancel's outcome in the process executing the run: the run's status once it
+    ended, and whether the cancel stopped it (False: it was already finishing)."""
+
+    status: str
+    stopping: bool
+
+
+# (run id, the instance executing it) -> its outcome there.
+StopElsewhere = Callable[[str, str], Awaitable[RemoteStop]]
+
+
+@dataclass(frozen=True, slots=True)
 class RunControl:
     sessions: async_sessionmaker[AsyncSession]
     supervisor: RunSupervisor
     # By run kind.
     cancel_paused: Mapping[str, CancelPaused] = field(default_factory=dict)
+    # None: no channel to the other processes (SQLite).
+    stop_elsewhere: StopElsewhere | None = None
 
     async def cancel(self, run_id: str, viewer: RunViewer, may_cancel: CancelRule) -> str:
         """Cancel the run and wait until it recorded its end; returns its final status."""
@@ -61,7 +78,10 @@ class RunControl:
             except Exception:
                 status = INTERRUPTED
         elif run.status == RUNNING:
-            raise RunRunningElsewhere(run_id)
+            if self.stop_elsewhere is None:
+                raise RunRunningElsewhere(run_id)
+            stopped = await self.stop_elsewhere(run_id, run.instance_id)
+            stopping, status = stopped.stopping, stopped.status
         else:
             status = run.status
         cancel_paused = self.cancel_paused.get(run.kind)

@@ -2,7 +2,8 @@
 
 The group-commit writer publishes each batch's receipt rows after the commit;
 the supervisor publishes a run's final status. Subscribers are local to this
-process: a run executing in another replica is followed by polling the store.
+process: a run executing in another replica is relayed here from there on
+PostgreSQL (`app.service.runs.replicas`), and followed by polling the store.
 A subscriber's queue is bounded; when it overflows, events are dropped and the
 subscriber is marked `lagged`, so it reads the store again instead. The end is
 never dropped.
@@ -92,6 +93,12 @@ class RunEventHub:
         for row in rows:
             for subscription in self._subscribers.get(row["run_id"], ()):
                 subscription._deliver(row)
+
+    def lag(self, run_id: str) -> None:
+        """The run's subscribers missed something: they read the store again."""
+        for subscription in self._subscribers.get(run_id, ()):
+            subscription.lagged = True
+            subscription._wake.set()
 
     def end(self, run_id: str, status: str) -> None:
         for subscription in self._subscribers.get(run_id, ()):

@@ -4,8 +4,10 @@ Subscribe first, then read what is stored: a receipt committed before the
 subscription is in the store, one committed after it reaches the subscriber,
 and the overlap is dropped by `seq`. A finished run replays its stored
 receipts and ends at once. A run executing in this process is followed through
-the hub; one running elsewhere (another replica) by polling the store every
-`poll_s`, until it ends there (or is marked interrupted when its process died).
+the hub; one running elsewhere (another replica) through the hub too when that
+process relays it (PostgreSQL: `follow`), its status checked every
+`heartbeat_s`, otherwise by polling the store every `poll_s`, until it ends
+there (or is marked interrupted when its process died).
 When this process shuts down, its own runs end `interrupted` (an `end` event)
 and a stream of a run going on elsewhere gets a final `shutdown` event.
 """
@@ -13,7 +15,14 @@ and a stream of a run going on elsewhere gets a final `shutdown` event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.service.errors import RunNotFound, StorageUnavailable
-from app.service.runs.events import RunEventHub
+from app.service.runs.events import RunEventHub, Subscription
 from app.service.runs.reads import RunViewer, receipt_view
 from app.service.runs.tasks import RunSupervisor
 from app.store.models import Receipt as StoredReceipt
@@ -30,6 +39,8 @@ from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RUNNING, RunRepository
 
 PAGE = 500
+# (run id, the instance executing it) -> whether that instance relays the run here.
+FollowElsewhere = Callable[[str, str], Awaitable[bool]]
 SHUTDOWN = "this service instance is shutting down; reconnect to follow the run"
 
 
@@ -78,18 +89,22 @@ class RunEventStream:
     supervisor: RunSupervisor
     heartbeat_s: float
     poll_s: float
+    # None: no channel to the other processes (SQLite); their runs are polled.
+    follow: FollowElsewhere | None = None
 
     async def open(self, run_id: str, viewer: RunViewer) -> AsyncGenerator[RunEvent, None]:
         """Check the run is visible (RunNotFound otherwise), then stream it."""
         run = await self._run(run_id)
         if run is None or not viewer.can_see_run(run.caller):
             raise RunNotFound(run_id)
-        return self._events(run_id)
+        return self._events(run_id, run.instance_id if run.status == RUNNING else None)
 
-    async def _events(self, run_id: str) -> AsyncGenerator[RunEvent, None]:
+    async def _events(self, run_id: str, owner: str | None) -> AsyncGenerator[RunEvent, None]:
         loop = asyncio.get_running_loop()
         with self.hub.subscribe(run_id) as subscription:
             seen = _Seen()
+            # Relayed from before the stored receipts are read: none falls in between.
+            followed = await self._follow(run_id, owner)
             # Read before the receipts: a run seen finished has all its receipts stored.
             status = await self._status(run_id)
             async for event in self._unseen(run_id, seen):
@@ -104,7 +119,7 @@ class RunEventStream:
                     async for event in self._unseen(run_id, seen):
                         yield event
                 if subscription.ended is not None:
-                    for event in _receipts(subscription.drain(), seen):
+                    async for event in self._last(subscription, seen, followed):
                         yield event
                     status = subscription.ended
                     break
@@ -116,9 +131,12 @@ class RunEventStream:
                     )
                     return
                 local = self.supervisor.is_active(run_id)
-                if await subscription.wait(self.heartbeat_s if local else self.poll_s):
+                relayed = local or followed
+                if await subscription.wait(self.heartbeat_s if relayed else self.poll_s):
                     continue
                 if not local:
+                    # Polled: the process executing the run may have died (its run is then
+                    # marked interrupted), or its relayed notices were lost.
                     status = await self._status(run_id)
                     if status != RUNNING or await self._count(run_id) > seen.count:
                         async for event in self._unseen(run_id, seen):
@@ -129,6 +147,23 @@ class RunEventStream:
                     last_sent = loop.time()
             if status is not None:
                 yield RunEvent("end", {"run_id": run_id, "status": status})
+
+    async def _last(
+        self, subscription: Subscription, seen: _Seen, followed: bool
+    ) -> AsyncIterator[RunEvent]:
+        """The receipts not sent yet once the run ended."""
+        for event in _receipts(subscription.drain(), seen):
+            yield event
+        if followed:
+            # Ended elsewhere: its last receipts may still be on their way here.
+            async for event in self._unseen(subscription.run_id, seen):
+                yield event
+
+    async def _follow(self, run_id: str, owner: str | None) -> bool:
+        """Whether the process executing the run relays it here (PostgreSQL)."""
+        if self.follow is None or owner is None or self.supervisor.is_active(run_id):
+            return False
+        return await self.follow(run_id, owner)
 
     async def _unseen(self, run_id: str, seen: _Seen) -> AsyncIterator[RunEvent]:
         """Stored receipts not sent yet, page by page."""

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.foundation.waiting import wait_all
-from app.service.runs.events import RunEventHub
 from app.service.runs.records import record_run_end
 
 logger = logging.getLogger("toolloop.runs")
@@ -67,6 +66,12 @@ class SupervisedRun(Protocol):
 
 
 RunEnded = Callable[[RunResult | None, BaseException | None], Awaitable[None]]
+
+
+class RunEnds(Protocol):
+    """Who hears of every run's end (`RunEventHub`, or what relays it to other processes)."""
+
+    def end(self, run_id: str, status: str) -> None: ...
 
 
 class _Phase(Enum):
@@ -121,7 +126,7 @@ class RunSupervisor:
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
-        events: RunEventHub,
+        events: RunEnds,
         *,
         wrap_run: Callable[[SupervisedRun], SupervisedRun] = _as_is,
     ) -> None:

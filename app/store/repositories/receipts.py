@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Row, Select, func, literal_column, select, update
+from sqlalchemy import Row, Select, func, inspect, literal_column, select, update
 
 from app.store.models import RECEIPT_SUCCEEDED, Receipt, Run
 from app.store.repositories.base import Repository, rowcount
@@ -40,6 +40,15 @@ class ReceiptRepository(Repository):
         if after_seq is not None:
             statement = statement.where(Receipt.seq > after_seq)
         statement = statement.order_by(Receipt.seq).limit(limit)
+        return list((await self.session.scalars(statement)).all())
+
+    async def list_at(self, run_id: str, seqs: Collection[int]) -> list[Receipt]:
+        """The run's receipts at these `seq` numbers, in `seq` order."""
+        statement = (
+            select(Receipt)
+            .where(Receipt.run_id == run_id, Receipt.seq.in_(seqs))
+            .order_by(Receipt.seq)
+        )
         return list((await self.session.scalars(statement)).all())
 
     async def count_by_status(self, run_id: str) -> dict[str, int]:
@@ -128,3 +137,8 @@ def page_statement(
 # status other than "succeeded" uses the index even when planned for any status
 # (`app.store.models.RECEIPT_NOT_SUCCEEDED`).
 _NOT_SUCCEEDED = Receipt.status != literal_column(f"'{RECEIPT_SUCCEEDED}'")
+
+
+def receipt_row(receipt: Receipt) -> dict[str, Any]:
+    """A stored receipt as the writer's rows are: its column values by attribute name."""
+    return {column.key: getattr(receipt, column.key) for column in inspect(Receipt).column_attrs}
