@@ -1,0 +1,108 @@
+"""`GET /runs/{id}/events` on the replica that does not execute the run.
+
+The executing replica relays the run's receipts as they become durable and its
+end; the stream sends the same events as one opened where the run executes,
+a late client first gets what already happened. Polling is turned off (both
+intervals 600 s), so only the relay can bring the events in time.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.api.replicas.tools import call, sequential
+from tests.support.replicas import replicas
+from tests.support.waiting import wait_for_sync
+
+pytestmark = pytest.mark.postgres
+ASYNC = {"Prefer": "respond-async"}
+NO_POLLING = {"TOOLLOOP_RUN_EVENTS_POLL_S": "600", "TOOLLOOP_RUN_EVENTS_HEARTBEAT_S": "600"}
+
+
+class Stream:
+    """An events stream read in a thread: its events as (kind, data), until it closes."""
+
+    def __init__(self, url: str) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.opened = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, args=(url,), daemon=True)
+        self._thread.start()
+
+    def _read(self, url: str) -> None:
+        try:
+            with httpx.stream("GET", url, timeout=httpx.Timeout(60, read=60)) as response:
+                assert response.status_code == 200, response.read()
+                self.opened.set()
+                kind = ""
+                for line in response.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        self.events.append((kind, orjson.loads(line.removeprefix("data: "))))
+        except BaseException as exc:  # the test reports it
+            self.error = exc
+            self.opened.set()
+
+    def join(self) -> list[tuple[str, Any]]:
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the stream did not end"
+        assert self.error is None, self.error
+        return self.events
+
+    def receipt_keys(self) -> list[str]:
+        return [data["call_key"] for kind, data in self.events if kind == "receipt"]
+
+
+def test_a_stream_on_the_other_replica_gets_each_receipt_once_then_the_end(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    plan = sequential(call("first"), call("held", "gated"), call("after"))
+    with replicas(tmp_path, 2, {**env, **NO_POLLING}) as (a, b):
+        run_id = httpx.post(f"{a.base}/plans/sequential", json=plan, headers=ASYNC).json()["run_id"]
+        wait_for_sync(lambda: (tmp_path / "held.started").exists(), "the gated call started")
+        wait_for_sync(
+            lambda: httpx.get(f"{a.base}/runs/{run_id}/receipts").json()["items"],
+            "the first receipt is stored",
+        )
+        elsewhere = Stream(f"{b.base}/runs/{run_id}/events")
+        here = Stream(f"{a.base}/runs/{run_id}/events")
+        for stream in (elsewhere, here):
+            assert stream.opened.wait(60)
+        # The late client got what had happened before the gate opens.
+        wait_for_sync(lambda: elsewhere.receipt_keys() == ["first"], "the stored receipt came")
+        (tmp_path / "held").touch()
+        from_b, from_a = elsewhere.join(), here.join()
+        stored = httpx.get(f"{b.base}/runs/{run_id}/receipts").json()["items"]
+
+    assert [kind for kind, _ in from_b] == ["receipt", "receipt", "receipt", "end"]
+    assert from_b[-1][1] == {"run_id": run_id, "status": "succeeded"}
+    assert from_b == from_a
+    assert [data for kind, data in from_b if kind == "receipt"] == stored
+
+
+def test_a_stream_on_the_other_replica_ends_with_the_run_cancelled_there(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    plan = sequential(call("held", "gated"), call("after"))
+    with replicas(tmp_path, 2, {**env, **NO_POLLING}) as (a, b):
+        run_id = httpx.post(f"{a.base}/plans/sequential", json=plan, headers=ASYNC).json()["run_id"]
+        wait_for_sync(lambda: (tmp_path / "held.started").exists(), "the gated call started")
+        stream = Stream(f"{b.base}/runs/{run_id}/events")
+        assert stream.opened.wait(60)
+        cancelled = httpx.post(f"{a.base}/runs/{run_id}/cancel", timeout=30)
+        events = stream.join()
+
+    assert cancelled.json()["status"] == "cancelled"
+    assert [(kind, data.get("call_key")) for kind, data in events] == [
+        ("receipt", "held"),
+        ("receipt", "after"),
+        ("end", None),
+    ]
+    assert events[-1][1] == {"run_id": run_id, "status": "cancelled"}
