@@ -96,26 +96,36 @@ class PostgresNotices:
 
     async def _send_forever(self) -> None:
         connection: Connection | None = None
-        while True:
-            batch = [await self._outbox.get()]
-            while len(batch) < SEND_BATCH and not self._outbox.empty():
-                batch.append(self._outbox.get_nowait())
-            try:
-                if connection is None:
-                    connection = await psycopg.AsyncConnection.connect(
-                        self._conninfo, autocommit=True
-                    )
-                # One statement, one transaction: delivered together, in this order.
-                await connection.execute(
-                    "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)",
-                    ([c for c, _ in batch], [p for _, p in batch]),
-                )
-            except psycopg.Error as exc:
-                logger.warning("%d notice(s) could not be sent: %s", len(batch), exc)
-                if connection is not None:
-                    await connection.close()
-                    connection = None
-                await asyncio.sleep(RECONNECT_S)
-            finally:
-                for _ in batch:
-                    self._outbox.task_done()
+        try:
+            while True:
+                batch = [await self._outbox.get()]
+                while len(batch) < SEND_BATCH and not self._outbox.empty():
+                    batch.append(self._outbox.get_nowait())
+                try:
+                    connection = await self._send(connection, batch)
+                finally:
+                    for _ in batch:
+                        self._outbox.task_done()
+        finally:
+            if connection is not None:
+                await connection.close()
+
+    async def _send(
+        self, connection: Connection | None, batch: list[tuple[str, str]]
+    ) -> Connection | None:
+        """Send the batch; the connection to send the next one with (None: open another)."""
+        try:
+            if connection is None:
+                connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            # One statement, one transaction: delivered together, in this order.
+            await connection.execute(
+                "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)",
+                ([c for c, _ in batch], [p for _, p in batch]),
+            )
+        except psycopg.Error as exc:
+            logger.warning("%d notice(s) could not be sent: %s", len(batch), exc)
+            if connection is not None:
+                await connection.close()
+            await asyncio.sleep(RECONNECT_S)
+            return None
+        return connection

@@ -59,6 +59,9 @@ class RunReplicas:
         self._refs = itertools.count(1)
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Relayed receipts and ends, delivered one after the other in the order they came.
+        self._relayed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._delivering: asyncio.Task[None] | None = None
 
     # -- asking another process ---------------------------------------------------
 
@@ -92,11 +95,9 @@ class RunReplicas:
             waiting = self._answers.get(message["ref"])
             if waiting is not None and not waiting.done():
                 waiting.set_result(message)
-        elif op == "receipts":
+        elif op in ("receipts", "end"):
             if self.hub.subscriber_count(message["run"]):
-                self._spawn(self._deliver(message["run"], message["seqs"]))
-        elif op == "end":
-            self.hub.end(message["run"], message["status"])
+                self._relay(message)
         elif op == "watch":
             watching = self.supervisor.is_active(message["run"])
             if watching:
@@ -120,15 +121,27 @@ class RunReplicas:
             status = INTERRUPTED
         self._answer(message, {"found": True, "stopping": stopping, "status": status})
 
-    async def _deliver(self, run_id: str, seqs: list[int]) -> None:
-        try:
-            async with self.sessions() as session:
-                rows = await ReceiptRepository(session).list_at(run_id, seqs)
-        except SQLAlchemyError as exc:
-            logger.warning("relayed receipts of run %s could not be read: %s", run_id, exc)
-            self.hub.lag(run_id)
-            return
-        self.hub.publish_receipts([receipt_row(row) for row in rows])
+    def _relay(self, message: dict[str, Any]) -> None:
+        self._relayed.put_nowait(message)
+        if self._delivering is None:
+            self._delivering = asyncio.create_task(self._deliver_forever())
+            self._tasks.add(self._delivering)
+
+    async def _deliver_forever(self) -> None:
+        while True:
+            message = await self._relayed.get()
+            run_id = message["run"]
+            if message["op"] == "end":
+                self.hub.end(run_id, message["status"])
+                continue
+            try:
+                async with self.sessions() as session:
+                    rows = await ReceiptRepository(session).list_at(run_id, message["seqs"])
+            except SQLAlchemyError as exc:
+                logger.warning("relayed receipts of run %s could not be read: %s", run_id, exc)
+                self.hub.lag(run_id)
+                continue
+            self.hub.publish_receipts([receipt_row(row) for row in rows])
 
     # -- internals ------------------------------------------------------------------
 
