@@ -38,15 +38,16 @@ class PostgresNotices:
         self._channels = tuple(channels)
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
-        self._listening = asyncio.Event()
+        self._listener: Connection | None = None
+        self._sender: Connection | None = None
 
     async def start(self, on_notice: OnNotice) -> None:
         """Listen (called with each notice's channel and payload) and send; returns
         once the first listening connection is open, so nothing sent after it is missed.
 
         Raises psycopg.Error when the database cannot be reached."""
-        listener = await self._listen()
-        self._tasks.append(asyncio.create_task(self._receive(listener, on_notice), name="notices"))
+        self._listener = await self._listen()
+        self._tasks.append(asyncio.create_task(self._receive(on_notice), name="notices"))
         self._tasks.append(asyncio.create_task(self._send_forever(), name="notices-send"))
 
     def send(self, channel: str, payload: str) -> None:
@@ -56,12 +57,16 @@ class PostgresNotices:
 
     async def aclose(self) -> None:
         """Send what is queued (for `CLOSE_FLUSH_S` at most), then close."""
-        with suppress(TimeoutError):
-            async with asyncio.timeout(CLOSE_FLUSH_S):
-                await self._outbox.join()
+        if self._tasks:
+            with suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_FLUSH_S):
+                    await self._outbox.join()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for connection in (self._listener, self._sender):
+            if connection is not None:
+                await connection.close()
 
     async def _listen(self) -> Connection:
         connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
@@ -73,18 +78,20 @@ class PostgresNotices:
             raise
         return connection
 
-    async def _receive(self, connection: Connection, on_notice: OnNotice) -> None:
+    async def _receive(self, on_notice: OnNotice) -> None:
         while True:
+            assert self._listener is not None
             try:
-                async with connection:
-                    async for notice in connection.notifies():
-                        try:
-                            on_notice(notice.channel, notice.payload)
-                        except Exception as exc:
-                            logger.error("a notice could not be handled: %s", exc, exc_info=exc)
+                async for notice in self._listener.notifies():
+                    try:
+                        on_notice(notice.channel, notice.payload)
+                    except Exception as exc:
+                        logger.error("a notice could not be handled: %s", exc, exc_info=exc)
             except psycopg.Error as exc:
                 logger.warning("the notice connection was lost: %s", exc)
-            connection = await self._listen_again()
+            await self._listener.close()
+            self._listener = None
+            self._listener = await self._listen_again()
 
     async def _listen_again(self) -> Connection:
         while True:
@@ -95,37 +102,30 @@ class PostgresNotices:
                 logger.warning("listening for notices failed: %s", exc)
 
     async def _send_forever(self) -> None:
-        connection: Connection | None = None
-        try:
-            while True:
-                batch = [await self._outbox.get()]
-                while len(batch) < SEND_BATCH and not self._outbox.empty():
-                    batch.append(self._outbox.get_nowait())
-                try:
-                    connection = await self._send(connection, batch)
-                finally:
-                    for _ in batch:
-                        self._outbox.task_done()
-        finally:
-            if connection is not None:
-                await connection.close()
+        while True:
+            batch = [await self._outbox.get()]
+            while len(batch) < SEND_BATCH and not self._outbox.empty():
+                batch.append(self._outbox.get_nowait())
+            try:
+                await self._send(batch)
+            finally:
+                for _ in batch:
+                    self._outbox.task_done()
 
-    async def _send(
-        self, connection: Connection | None, batch: list[tuple[str, str]]
-    ) -> Connection | None:
-        """Send the batch; the connection to send the next one with (None: open another)."""
+    async def _send(self, batch: list[tuple[str, str]]) -> None:
         try:
-            if connection is None:
-                connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            if self._sender is None:
+                self._sender = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True
+                )
             # One statement, one transaction: delivered together, in this order.
-            await connection.execute(
+            await self._sender.execute(
                 "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)",
                 ([c for c, _ in batch], [p for _, p in batch]),
             )
         except psycopg.Error as exc:
             logger.warning("%d notice(s) could not be sent: %s", len(batch), exc)
-            if connection is not None:
-                await connection.close()
+            if self._sender is not None:
+                await self._sender.close()
+                self._sender = None
             await asyncio.sleep(RECONNECT_S)
-            return None
-        return connection

@@ -106,3 +106,27 @@ def test_a_stream_on_the_other_replica_ends_with_the_run_cancelled_there(
         ("end", None),
     ]
     assert events[-1][1] == {"run_id": run_id, "status": "cancelled"}
+
+
+def test_a_stream_on_the_other_replica_ends_interrupted_when_the_executing_one_dies(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # Nothing relays the end of a killed process: the follower's status reads (every
+    # second here) find the run marked interrupted by the sweep once `a` is stale.
+    quick = {
+        "TOOLLOOP_HEARTBEAT_INTERVAL_S": "0.2",
+        "TOOLLOOP_INSTANCE_STALE_AFTER_S": "2",
+        "TOOLLOOP_RUN_EVENTS_HEARTBEAT_S": "1",
+        "TOOLLOOP_RUN_EVENTS_POLL_S": "600",
+    }
+    plan = sequential(call("first"), call("held", "gated"))
+    with two_replicas(tmp_path, {**env, **quick}) as (a, b):
+        run_id = httpx.post(f"{a.base}/plans/sequential", json=plan, headers=ASYNC).json()["run_id"]
+        wait_for_sync(lambda: (tmp_path / "held.started").exists(), "the gated call started")
+        stream = Stream(f"{b.base}/runs/{run_id}/events")
+        wait_for_sync(lambda: stream.receipt_keys() == ["first"], "the stored receipt came")
+        a.kill()
+        events = stream.join()
+
+    assert [kind for kind, _ in events] == ["receipt", "end"]
+    assert events[-1][1] == {"run_id": run_id, "status": "interrupted"}
