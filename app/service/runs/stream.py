@@ -104,7 +104,8 @@ class RunEventStream:
         with self.hub.subscribe(run_id) as subscription:
             seen = _Seen()
             # Relayed from before the stored receipts are read: none falls in between.
-            followed = await self._follow(run_id, owner)
+            elsewhere = owner is not None and not self.supervisor.is_active(run_id)
+            followed = elsewhere and await self._follow(run_id, owner)
             # Read before the receipts: a run seen finished has all its receipts stored.
             status = await self._status(run_id)
             async for event in self._unseen(run_id, seen):
@@ -119,7 +120,7 @@ class RunEventStream:
                     async for event in self._unseen(run_id, seen):
                         yield event
                 if subscription.ended is not None:
-                    async for event in self._last(subscription, seen, followed):
+                    async for event in self._last(subscription, seen, elsewhere):
                         yield event
                     status = subscription.ended
                     break
@@ -149,19 +150,19 @@ class RunEventStream:
                 yield RunEvent("end", {"run_id": run_id, "status": status})
 
     async def _last(
-        self, subscription: Subscription, seen: _Seen, followed: bool
+        self, subscription: Subscription, seen: _Seen, elsewhere: bool
     ) -> AsyncIterator[RunEvent]:
         """The receipts not sent yet once the run ended."""
         for event in _receipts(subscription.drain(), seen):
             yield event
-        if followed:
+        if elsewhere:
             # Ended elsewhere: its last receipts may still be on their way here.
             async for event in self._unseen(subscription.run_id, seen):
                 yield event
 
     async def _follow(self, run_id: str, owner: str | None) -> bool:
         """Whether the process executing the run relays it here (PostgreSQL)."""
-        if self.follow is None or owner is None or self.supervisor.is_active(run_id):
+        if self.follow is None or owner is None:
             return False
         return await self.follow(run_id, owner)
 
