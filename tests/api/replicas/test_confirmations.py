@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.api.replicas.tools import call, calls, sequential
-from tests.support.replicas import two_replicas
+from tests.support.replicas import replicas
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.postgres
@@ -43,7 +43,7 @@ def _decide(base: str, run_id: str, confirmation_id: str, approve: bool) -> http
 def test_a_plan_paused_on_one_replica_is_decided_and_continued_on_the_other(
     tmp_path: Path, env: dict[str, str], approve: bool, status: str, receipts: list[str]
 ) -> None:
-    with two_replicas(tmp_path, env) as (a, b):
+    with replicas(tmp_path, 2, env) as (a, b):
         paused = httpx.post(f"{a.base}/plans/sequential", json=PLAN, timeout=30).json()
         run_id = paused["plan_id"]
         (waiting,) = paused["pending"]
@@ -66,7 +66,7 @@ def test_a_plan_paused_on_one_replica_is_decided_and_continued_on_the_other(
 def test_a_plan_paused_on_one_replica_is_cancelled_on_the_other(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    with two_replicas(tmp_path, env) as (a, b):
+    with replicas(tmp_path, 2, env) as (a, b):
         run_id = httpx.post(f"{a.base}/plans/sequential", json=PLAN, timeout=30).json()["plan_id"]
         cancelled = httpx.post(f"{b.base}/runs/{run_id}/cancel", timeout=30)
         run = httpx.get(f"{a.base}/runs/{run_id}").json()

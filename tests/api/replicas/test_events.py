@@ -120,7 +120,7 @@ def test_a_stream_on_the_other_replica_ends_interrupted_when_the_executing_one_d
         "TOOLLOOP_RUN_EVENTS_POLL_S": "600",
     }
     plan = sequential(call("first"), call("held", "gated"))
-    with two_replicas(tmp_path, {**env, **quick}) as (a, b):
+    with replicas(tmp_path, 2, {**env, **quick}) as (a, b):
         run_id = httpx.post(f"{a.base}/plans/sequential", json=plan, headers=ASYNC).json()["run_id"]
         wait_for_sync(lambda: (tmp_path / "held.started").exists(), "the gated call started")
         stream = Stream(f"{b.base}/runs/{run_id}/events")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.api.replicas.tools import call, calls, sequential
-from tests.support.replicas import two_replicas
+from tests.support.replicas import replicas
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.postgres
@@ -21,7 +21,7 @@ def test_one_key_sent_to_both_replicas_at_once_runs_once(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     plan = sequential(call("held", "gated"))
-    with two_replicas(tmp_path, env) as (a, b), ThreadPoolExecutor(2) as pool:
+    with replicas(tmp_path, 2, env) as (a, b), ThreadPoolExecutor(2) as pool:
 
         def send(base: str) -> httpx.Response:
             return httpx.post(f"{base}/plans/sequential", json=plan, headers=KEY, timeout=60)

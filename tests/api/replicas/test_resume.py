@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.api.replicas.tools import call, calls, sequential
-from tests.support.replicas import two_replicas
+from tests.support.replicas import replicas
 from tests.support.waiting import wait_for_sync
 
 pytestmark = pytest.mark.postgres
@@ -19,7 +19,7 @@ def test_a_run_interrupted_on_one_replica_resumes_on_the_other(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     plan = sequential(call("first"), call("held", "gated"), call("after"))
-    with two_replicas(tmp_path, env) as (a, b):
+    with replicas(tmp_path, 2, env) as (a, b):
         started = httpx.post(
             f"{a.base}/plans/sequential", json=plan, headers={"Prefer": "respond-async"}
         )
