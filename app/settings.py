@@ -91,6 +91,16 @@ class Settings(BaseSettings):
     # cancelled and the service stops (runs still going end `interrupted` at once).
     shutdown_grace_s: float = Field(default=10.0, ge=0)
 
+    # Where plans run: `local` (in this process) or `temporal` (as Temporal workflows,
+    # each call an activity of a `toolloop worker` process; app.temporal).
+    executor: Literal["local", "temporal"] = "local"
+    temporal_address: str | None = None  # host:port of the Temporal frontend
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = "toolloop"
+    # A worker that stops heartbeating a call this long is taken as gone (the call is
+    # then retried elsewhere, as its effect allows).
+    temporal_heartbeat_timeout_s: float = Field(default=10.0, gt=0)
+
     # Router runs: server limits, not App semantics. Request budgets may only narrow them.
     router_max_turns: int = Field(default=16, gt=0)
     router_deadline_s: float = Field(default=600.0, gt=0)

@@ -28,7 +28,7 @@ from app.engine.parallel import LaneOutcome, ParallelOutcome, run_lanes
 from app.engine.pipeline import CallPipeline
 from app.engine.plan import ParallelPlan, SequentialPlan
 from app.engine.ports import AuditSink, Backpressure, CacheStore, ReceiptSink, SharedLimits
-from app.engine.receipt import ErrorKind, Receipt
+from app.engine.receipt import CallError, ErrorKind, Receipt, SettledCall
 from app.engine.resume import ResumePoint
 from app.engine.run import RunIdentity, RunKind, RunState
 from app.engine.sequential import SequentialOutcome, run_chain
@@ -299,6 +299,7 @@ class Engine:
         item_key: str | None = None,
         checked_fingerprint: str | None = None,
         confirmed: ConfirmationDecision | None = None,
+        seq: int | None = None,
     ) -> Receipt:
         """Run one call in an open run; returns once its receipt (and children's) is durable.
 
@@ -310,6 +311,8 @@ class Engine:
         `confirmed`: the decision on this call, for a tool that requires a confirmation;
         without one (or one for other arguments) such a call raises CallRejected and
         nothing runs.
+        `seq`: the call's place in the run, when the caller fixed it (a plan's call run
+        alone, by a worker); by default the run's next.
         """
         reasons = self._pipeline.target_problems(state.identity.owner, tool_id)
         if reasons:
@@ -318,7 +321,8 @@ class Engine:
         tool = self._contract.tools[tool_id]
         if confirmed is not None:
             state.decisions[(item_key, call_key)] = confirmed
-        seq = state.allocate_seq()
+        if seq is None:
+            seq = state.allocate_seq()
         try:
             await _settled(
                 state,
@@ -373,6 +377,32 @@ class Engine:
             state, tool, args, state.allocate_seq(), call_key, None, CANCELLED_SKIP, out
         )
         return out[0]
+
+    async def record_settled_elsewhere(
+        self,
+        state: RunState,
+        calls: Sequence[tuple[int, str, str, Mapping[str, Any]]],
+        item_key: str | None,
+        *,
+        error: CallError | None,
+    ) -> list[Receipt]:
+        """Durable receipts for a plan's calls run one at a time (by workers) that will
+        not run: `calls` as (seq, call_key, tool id, args); `skipped` with `error`, or,
+        when `error` is None, `failed` as calls whose worker was lost mid-call."""
+        out: list[Receipt] = []
+        tools = self._contract.tools
+        for seq, call_key, tool_id, args in calls:
+            tool = tools[tool_id]
+            if error is None:
+                self._pipeline.settle_lost(state, tool, args, seq, call_key, item_key, out)
+            else:
+                self._pipeline.skip(state, tool, args, seq, call_key, item_key, error, out)
+        await state.flush()
+        return out
+
+    def recall(self, state: RunState, settled: Sequence[SettledCall]) -> None:
+        """Count, for `requires`, calls of the run settled before `state` was opened."""
+        self._pipeline.recall(state, settled)
 
     async def drain(self) -> None:
         """Wait for pending evidence hooks."""

@@ -29,6 +29,15 @@ _CANCELLED_BETWEEN = CallError(
 )
 
 
+def lost_runner(tool: Tool) -> CallError:
+    """A call whose runner stopped mid-call and that is not run again."""
+    unknown = tool.effect is not Effect.READ
+    message = "the worker running this call stopped"
+    if unknown:
+        message += "; outcome unknown: the call may have taken effect"
+    return CallError(ErrorKind.INTERRUPTED, message, outcome_unknown=unknown)
+
+
 def not_run_after(call_key: str) -> CallError:
     return CallError(ErrorKind.CANCELLED, f"not run: call {call_key!r} before it did not succeed")
 

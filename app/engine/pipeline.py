@@ -42,6 +42,7 @@ from app.engine.failures import (
     describe_problems,
     failure_status,
     fingerprint_or_blank,
+    lost_runner,
     not_started_in_time,
     timed_out,
 )
@@ -56,7 +57,7 @@ from app.engine.ports import (
     SharedLimits,
 )
 from app.engine.preflight import key_problem
-from app.engine.receipt import CallError, ErrorKind, Receipt, Status
+from app.engine.receipt import CallError, ErrorKind, Receipt, SettledCall, Status
 from app.engine.retry import backoff_delay, is_retryable
 from app.engine.run import RunState
 from app.engine.storable import NUL_ESCAPE, UNSTORABLE_OUTPUT, unstorable_problem
@@ -354,7 +355,23 @@ class CallPipeline:
         call.fingerprint = fingerprint_or_blank(tool.id, args)
         return self._settle(call, out, Status.SKIPPED, None, error)
 
-    def recall(self, state: RunState, receipts: Sequence[Receipt]) -> None:
+    def settle_lost(
+        self,
+        state: RunState,
+        tool: Tool,
+        args: Mapping[str, Any],
+        seq: int,
+        call_key: str,
+        item_key: str | None,
+        out: list[Receipt],
+    ) -> Receipt:
+        """Settle a call whose runner (a remote worker) was lost and that will not run
+        again: `failed` (kind interrupted), its outcome unknown unless the tool only reads."""
+        call = new_call(state, tool, args, seq, call_key, item_key, None, self._clock())
+        call.fingerprint = fingerprint_or_blank(tool.id, args)
+        return self._settle(call, out, Status.FAILED, None, lost_runner(tool))
+
+    def recall(self, state: RunState, receipts: Sequence[SettledCall]) -> None:
         """Count, for `requires`, calls an earlier stretch of the run settled (the
         completed calls a resumed run reports again), as if they settled here."""
         requirements = state.requirements

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from app.engine.storable import storable_text
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
@@ -31,6 +31,19 @@ class ErrorKind(StrEnum):
     GUARDRAIL = "guardrail"
     REQUIRES = "requires"  # the tool's `requires` did not hold when the call was to start
     CONFIRMATION = "confirmation"
+
+
+class SettledCall(Protocol):
+    """What `requires` counts of a settled call: a receipt, or its stored row."""
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def item_key(self) -> str | None: ...
+
+    @property
+    def status(self) -> str: ...
 
 
 # Read once: `Status.SUCCEEDED` goes through the enum metaclass's attribute hooks.

@@ -286,14 +286,8 @@ class SequentialRun(_PlanRun[SequentialPlan, Args, SequentialOutcome]):
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()
-        planned = len(self._plan.calls)
-        receipts = [row for row in rows if row.seq < planned]
-        await self._end(status, len(receipts))
-        response = {
-            **self._head(status),
-            "receipts": [_from_store(row) for row in receipts],
-            "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
-        }
+        await self._end(status, planned_count(self._plan, rows))
+        response = stored_sequential_answer(self._head(status), self._plan, rows)
         return RunResult(self.run_id, status, response, lambda: response)
 
 
@@ -361,30 +355,58 @@ class ParallelRun(_PlanRun[ParallelPlan, Sequence[Args], ParallelOutcome]):
 
     async def stop(self, status: str) -> RunResult:
         rows = await self._stored()
-        by_seq = {row.seq: row for row in rows}
-        lanes = self._plan.lanes
-        first_seqs = [0, *accumulate(len(lane.calls) for lane in lanes)]
-        views = []
-        for lane, first in zip(lanes, first_seqs, strict=False):
-            stored = [by_seq[s] for s in range(first, first + len(lane.calls)) if s in by_seq]
-            complete = len(stored) == len(lane.calls)
-            succeeded = complete and all(row.status == "succeeded" for row in stored)
-            views.append(
-                {
-                    "item_key": lane.item_key,
-                    "status": "succeeded" if succeeded else "failed",
-                    "receipts": [_from_store(row) for row in stored],
-                }
-            )
-        planned = first_seqs[-1]
-        await self._end(status, sum(1 for row in rows if row.seq < planned))
-        response = {
-            **self._head(status),
-            "parallel_batch_id": self._batch_id,
-            "lanes": views,
-            "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
-        }
+        await self._end(status, planned_count(self._plan, rows))
+        response = stored_parallel_answer(self._head(status), self._plan, self._batch_id, rows)
         return RunResult(self.run_id, status, response, lambda: response)
+
+
+def planned_count(plan: SequentialPlan | ParallelPlan, rows: Sequence[StoredReceipt]) -> int:
+    """How many of `rows` are receipts of the plan's own calls (not dispatched ones)."""
+    if isinstance(plan, SequentialPlan):
+        planned = len(plan.calls)
+    else:
+        planned = sum(len(lane.calls) for lane in plan.lanes)
+    return sum(1 for row in rows if row.seq < planned)
+
+
+def stored_sequential_answer(
+    head: dict[str, Any], plan: SequentialPlan, rows: Sequence[StoredReceipt]
+) -> dict[str, Any]:
+    """A sequential plan's answer from its stored (redacted) receipts, `rows` in seq order."""
+    planned = len(plan.calls)
+    return {
+        **head,
+        "receipts": [_from_store(row) for row in rows if row.seq < planned],
+        "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
+    }
+
+
+def stored_parallel_answer(
+    head: dict[str, Any], plan: ParallelPlan, batch_id: str, rows: Sequence[StoredReceipt]
+) -> dict[str, Any]:
+    """A parallel plan's answer from its stored (redacted) receipts, `rows` in seq order."""
+    by_seq = {row.seq: row for row in rows}
+    lanes = plan.lanes
+    first_seqs = [0, *accumulate(len(lane.calls) for lane in lanes)]
+    views = []
+    for lane, first in zip(lanes, first_seqs, strict=False):
+        stored = [by_seq[s] for s in range(first, first + len(lane.calls)) if s in by_seq]
+        complete = len(stored) == len(lane.calls)
+        succeeded = complete and all(row.status == "succeeded" for row in stored)
+        views.append(
+            {
+                "item_key": lane.item_key,
+                "status": "succeeded" if succeeded else "failed",
+                "receipts": [_from_store(row) for row in stored],
+            }
+        )
+    planned = first_seqs[-1]
+    return {
+        **head,
+        "parallel_batch_id": batch_id,
+        "lanes": views,
+        "dispatched": [_from_store(row) for row in rows if row.seq >= planned],
+    }
 
 
 def _with_pending(view: dict[str, Any], waiting: Sequence[WaitingCall]) -> dict[str, Any]:

@@ -43,10 +43,11 @@ from app.service.errors import PlanRejected
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.context import ContextRedaction
 from app.service.plans.digest import plan_digest
+from app.service.plans.executor import LocalExecutor, PlanExecutor
 from app.service.plans.mcp_call import MCP, McpCallRun
-from app.service.plans.runs import ParallelRun, SequentialRun
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.runs.records import record_run_start
+from app.service.runs.tasks import SupervisedRun
 from app.store.journal.writer import GroupCommitWriter
 
 PLAN_REJECTED = "plan.rejected"
@@ -65,6 +66,8 @@ class PlanService:
     limits: PlanLimits
     instance_id: str
     max_stored_output_bytes: int
+    # Where preflighted plans run (MCP one-call runs and resumed plans run locally).
+    executor: PlanExecutor = field(default_factory=LocalExecutor)
     # Rows for rejected plans: sanitized, bounded per caller (`rejection_audit`).
     rejections: RejectionAudit = field(init=False)
     context_redaction: ContextRedaction = field(init=False)
@@ -80,7 +83,7 @@ class PlanService:
         claim: IdempotencyClaim | None = None,
         *,
         answered_at_end: bool = False,
-    ) -> SequentialRun:
+    ) -> SupervisedRun:
         """Preflight, then record the run (and claim `claim`); the calls run under the supervisor.
 
         `answered_at_end`: the caller is answered once the run ended, not as soon as
@@ -91,8 +94,9 @@ class PlanService:
         StorageUnavailable.
         """
         checked = preflight_sequential(plan, self.contract, self.limits)
-        if checked.problems:
-            self._reject("sequential", plan.owner, caller, checked.problems)
+        problems = checked.problems or self.executor.problems(plan)
+        if problems:
+            self._reject("sequential", plan.owner, caller, problems)
         identity, started = await self._open_run(
             "sequential",
             plan_digest(plan),
@@ -101,9 +105,12 @@ class PlanService:
             plan.context,
             None,
             claim,
-            answered_at_end and claim is None and self._reads_only(plan.calls),
+            answered_at_end
+            and claim is None
+            and self.executor.defers_start
+            and self._reads_only(plan.calls),
         )
-        return SequentialRun(self, identity, plan, checked.admitted, started=started, claim=claim)
+        return self.executor.sequential(self, identity, plan, checked.admitted, started, claim)
 
     async def open_parallel(
         self,
@@ -112,11 +119,12 @@ class PlanService:
         claim: IdempotencyClaim | None = None,
         *,
         answered_at_end: bool = False,
-    ) -> ParallelRun:
+    ) -> SupervisedRun:
         """As `open_sequential`, for a parallel plan."""
         checked = preflight_parallel(plan, self.contract, self.limits)
-        if checked.problems:
-            self._reject("parallel", plan.owner, caller, checked.problems)
+        problems = checked.problems or self.executor.problems(plan)
+        if problems:
+            self._reject("parallel", plan.owner, caller, problems)
         batch_id = str(uuid4())
         identity, started = await self._open_run(
             "parallel",
@@ -128,10 +136,11 @@ class PlanService:
             claim,
             answered_at_end
             and claim is None
+            and self.executor.defers_start
             and self._reads_only(call for lane in plan.lanes for call in lane.calls),
         )
-        return ParallelRun(
-            self, identity, plan, checked.admitted, batch_id, started=started, claim=claim
+        return self.executor.parallel(
+            self, identity, plan, checked.admitted, batch_id, started, claim
         )
 
     def problems_in(self, readable: ReadablePlan) -> list[PlanProblem]:
@@ -161,6 +170,7 @@ class PlanService:
             None,
             None,
             self._reads_only(plan.calls),
+            local=True,
         )
         return McpCallRun(self, identity, plan, checked.admitted, started=started)
 
@@ -191,9 +201,12 @@ class PlanService:
         batch_id: str | None,
         claim: IdempotencyClaim | None,
         deferred_start: bool,
+        *,
+        local: bool = False,
     ) -> tuple[RunIdentity, asyncio.Future[None] | None]:
         """The run's identity, and its start's future when `deferred_start` (the start
-        is queued, not committed yet), else None (committed)."""
+        is queued, not committed yet), else None (committed). `local`: the run runs in
+        this process whatever the executor."""
         run_id = new_run_id()
         stored_context = self.context_redaction.stored(owner, context)
         started = await record_run_start(
@@ -202,7 +215,7 @@ class PlanService:
             kind=kind,
             owner=owner,
             contract_hash=self.contract.hash,
-            instance_id=self.instance_id,
+            instance_id=self.instance_id if local else self.executor.run_instance(self.instance_id),
             caller=caller,
             parallel_batch_id=batch_id,
             claim=claim,

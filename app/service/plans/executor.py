@@ -1,0 +1,89 @@
+"""Where a preflighted, recorded plan runs: the executor port and its local implementation.
+
+`PlanService` preflights a plan and records its run, then hands it to its executor,
+which gives back the `SupervisedRun` the supervisor runs. The local executor runs
+the calls in this process's engine (`plans.runs`); another executor (Temporal's,
+`app.temporal`) implements the same port and is chosen where the service is wired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
+from app.service.idempotency import IdempotencyClaim
+from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
+from app.service.runs.tasks import SupervisedRun
+
+Args = Sequence[Mapping[str, Any]]
+
+
+class PlanExecutor(Protocol):
+    @property
+    def defers_start(self) -> bool:
+        """Whether a plan of read tools may run before its start commits (the local
+        executor's calls wait for it in this process; a remote one's cannot)."""
+
+    def run_instance(self, instance_id: str) -> str:
+        """The instance recorded as running the plan's run (this process: `instance_id`)."""
+
+    def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
+        """What this executor cannot run in a plan preflight admitted (empty: all)."""
+
+    def sequential(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> SupervisedRun: ...
+
+    def parallel(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: ParallelPlan,
+        admitted: Sequence[Args],
+        batch_id: str,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> SupervisedRun: ...
+
+
+class LocalExecutor:
+    """The calls run in this process's engine."""
+
+    defers_start = True
+
+    def run_instance(self, instance_id: str) -> str:
+        return instance_id
+
+    def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
+        return []
+
+    def sequential(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> SequentialRun:
+        return SequentialRun(ports, identity, plan, admitted, started=started, claim=claim)
+
+    def parallel(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: ParallelPlan,
+        admitted: Sequence[Args],
+        batch_id: str,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> ParallelRun:
+        return ParallelRun(ports, identity, plan, admitted, batch_id, started=started, claim=claim)
