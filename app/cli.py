@@ -1,4 +1,5 @@
-"""`toolloop`: serve the API, migrate the database, check registries, replay router runs."""
+"""`toolloop`: serve the API, run Temporal workers, migrate the database, check registries,
+replay router runs."""
 
 from __future__ import annotations
 
@@ -47,6 +48,18 @@ def _settings_flags(parser: argparse.ArgumentParser, *, registries: bool = True)
             help="module prefix callables may come from (repeatable; env TOOLLOOP_ALLOWED_MODULES)",
         )
     parser.add_argument("--database-url", help="env TOOLLOOP_DATABASE_URL")
+
+
+def _temporal_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--temporal-address", help="Temporal frontend host:port (env TOOLLOOP_TEMPORAL_ADDRESS)"
+    )
+    parser.add_argument(
+        "--temporal-namespace", help="env TOOLLOOP_TEMPORAL_NAMESPACE, default default"
+    )
+    parser.add_argument(
+        "--temporal-task-queue", help="env TOOLLOOP_TEMPORAL_TASK_QUEUE, default toolloop"
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -99,6 +112,20 @@ def _build_parser() -> argparse.ArgumentParser:
         help="json lines, or text lines for a person (env TOOLLOOP_LOG_FORMAT; default: "
         "text on a terminal, json otherwise); both redacted",
     )
+
+    serve.add_argument(
+        "--executor",
+        choices=["local", "temporal"],
+        help="where plans run: here, or as Temporal workflows run by `toolloop worker` "
+        "processes (env TOOLLOOP_EXECUTOR, default local)",
+    )
+    _temporal_flags(serve)
+
+    worker = commands.add_parser(
+        "worker", help="run plans' workflows and tool calls from Temporal's task queue"
+    )
+    _settings_flags(worker)
+    _temporal_flags(worker)
 
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -194,6 +221,10 @@ def _settings(args: argparse.Namespace) -> Settings:
         "log_level",
         "log_format",
         "wait_for_database_s",
+        "executor",
+        "temporal_address",
+        "temporal_namespace",
+        "temporal_task_queue",
     )
     overrides: dict[str, Any] = {
         key: getattr(args, key) for key in keys if getattr(args, key, None) is not None
@@ -244,6 +275,10 @@ def _serve(settings: Settings) -> int:
             load_keys(settings.api_keys)
     except (UnsafeBindError, KeysError) as exc:
         return _fail(f"refusing to start: {exc}")
+    if settings.executor == "temporal":
+        problem = _temporal_problem(settings)
+        if problem is not None:
+            return _fail(f"refusing to start: {problem}")
     contract = _load(settings)
     if contract is None:
         return 1
@@ -265,6 +300,36 @@ def _serve(settings: Settings) -> int:
         return ServiceServer(settings, contract).run()
     except ServingFailed as exc:
         return _fail(str(exc))
+
+
+def _temporal_problem(settings: Settings) -> str | None:
+    """Why plans cannot run on Temporal with these settings (its SDK missing included)."""
+    try:
+        from app.temporal.worker import settings_problem
+    except ImportError:
+        return "the temporal executor needs the temporal extra: pip install 'toolloop[temporal]'"
+    return settings_problem(settings)
+
+
+def _worker(settings: Settings) -> int:
+    from app.observability.logging import configure_logging
+
+    problem = _temporal_problem(settings)
+    if problem is not None:
+        return _fail(f"refusing to start: {problem}")
+    contract = _load(settings)
+    if contract is None:
+        return 1
+    configure_logging(settings.log_level, settings.log_format)
+    from app.temporal.worker import serve_worker
+
+    try:
+        asyncio.run(serve_worker(settings, contract))
+    except DatabaseUnavailable as exc:
+        return _fail(str(exc))
+    except RuntimeError as exc:  # the SDK's words when Temporal cannot be reached
+        return _fail(f"Temporal at {settings.temporal_address} cannot be reached: {exc}")
+    return 0
 
 
 def _db_upgrade(settings: Settings) -> int:
@@ -396,6 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"invalid settings: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}")
     if args.command == "serve":
         return _serve(settings)
+    if args.command == "worker":
+        return _worker(settings)
     if args.command == "keys":
         return _keys_create(settings, args.name, args.scopes)
     if args.command == "router":

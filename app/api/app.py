@@ -35,6 +35,7 @@ from app.api.waiting import runtime_when_reachable
 from app.contract import Contract, load_contract
 from app.observability.middleware import ObservabilityMiddleware
 from app.observability.tracing import Tracing, tracing_from_environment
+from app.service.plans.executor import PlanExecutor
 from app.service.runtime import open_runtime
 from app.settings import Settings
 
@@ -77,16 +78,17 @@ def create_app(
                 per_minute=resolved.auth_failures_per_minute,
             ),
         )
+        executor = await plan_executor(resolved, loaded)
         if resolved.wait_for_database_s > 0:
             try:
-                async with runtime_when_reachable(app.state, resolved, loaded, tracing):
+                async with runtime_when_reachable(app.state, resolved, loaded, tracing, executor):
                     if tune_collector:
                         tune_for_serving()
                     yield
             finally:
                 await _stop_tracing(tracing)
             return
-        runtime = await open_runtime(resolved, loaded, tracing)
+        runtime = await open_runtime(resolved, loaded, tracing, executor)
         app.state.runtime = runtime
         if tune_collector:
             tune_for_serving()
@@ -140,6 +142,19 @@ def create_app(
     install_console(app)
     add_routes(app, documentation.router)
     return app
+
+
+async def plan_executor(settings: Settings, contract: Contract) -> PlanExecutor | None:
+    """Temporal's executor when configured (its SDK imported only then); None: local."""
+    if settings.executor != "temporal":
+        return None
+    from app.temporal.client import open_executor
+    from app.temporal.worker import settings_problem
+
+    problem = settings_problem(settings)
+    if problem is not None:
+        raise ValueError(problem)
+    return await open_executor(settings, contract)
 
 
 async def _stop_tracing(tracing: Tracing | None) -> None:

@@ -1,7 +1,8 @@
 """Probes: liveness and readiness.
 
-Readiness says whether the database answers, never where it is (URL, host,
-file path) nor the driver's words: those go to the log.
+Readiness says whether the database answers (and the executor: Temporal, when
+configured), never where it is (URL, host, file path) nor the driver's words:
+those go to the log.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import RuntimeDep
-from app.service.errors import DATABASE_UNAVAILABLE, ServiceUnavailable
+from app.service.errors import DATABASE_UNAVAILABLE, EXECUTOR_UNAVAILABLE, ServiceUnavailable
 
 logger = logging.getLogger("toolloop.api.health")
 
@@ -50,6 +51,10 @@ async def readyz(runtime: RuntimeDep) -> Readiness:
     if problem is not None:
         logger.warning("not ready: %s", problem)
         raise ServiceUnavailable(DATABASE_UNAVAILABLE, retry_after_s=5)
+    problem = await runtime.executor_problem()
+    if problem is not None:
+        logger.warning("not ready: %s", problem)
+        raise ServiceUnavailable(EXECUTOR_UNAVAILABLE, retry_after_s=5)
     return Readiness(
         status="ready",
         contract_hash=runtime.contract.hash,

@@ -18,6 +18,7 @@ from starlette.datastructures import State
 
 from app.contract import Contract
 from app.observability.tracing import Tracing
+from app.service.plans.executor import PlanExecutor
 from app.service.startup import open_runtime_waiting
 from app.settings import Settings
 
@@ -26,7 +27,11 @@ logger = logging.getLogger("toolloop.startup")
 
 @asynccontextmanager
 async def runtime_when_reachable(
-    state: State, settings: Settings, contract: Contract, tracing: Tracing | None = None
+    state: State,
+    settings: Settings,
+    contract: Contract,
+    tracing: Tracing | None = None,
+    executor: PlanExecutor | None = None,
 ) -> AsyncIterator[None]:
     """Open the runtime into `state.runtime` in the background; close it on exit."""
     state.runtime = None
@@ -37,7 +42,9 @@ async def runtime_when_reachable(
 
     async def open_later() -> None:
         try:
-            state.runtime = await open_runtime_waiting(settings, contract, waiting, tracing)
+            state.runtime = await open_runtime_waiting(
+                settings, contract, waiting, tracing, executor
+            )
         except Exception as exc:
             state.startup_failure = f"{exc} (waited {settings.wait_for_database_s:g} s)"
             logger.error("giving up: %s", state.startup_failure)

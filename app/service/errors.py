@@ -298,6 +298,7 @@ ROUTER_UNAVAILABLE = (
     "The router is unavailable: it failed closed at startup (the service log says why)."
 )
 DATABASE_UNAVAILABLE = "The database is unavailable; retry later."
+EXECUTOR_UNAVAILABLE = "The executor is unavailable; retry later."
 
 
 class RouterUnavailable(ServiceUnavailable):

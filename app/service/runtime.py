@@ -24,6 +24,7 @@ from app.observability.tracing import Tracing
 from app.service.cache_store import DatabaseCacheStore
 from app.service.confirmations import ConfirmationService
 from app.service.idempotency import AnsweringRuns, IdempotencyService
+from app.service.plans.executor import LocalExecutor, PlanExecutor
 from app.service.plans.service import PlanService
 from app.service.remote_tools import open_remote_tools
 from app.service.router.service import RouterService
@@ -101,6 +102,10 @@ class Runtime:
             return str(exc)
         return None
 
+    async def executor_problem(self) -> str | None:
+        """Why plans cannot run now besides the database (None: they can)."""
+        return await self.plans.executor.problem()
+
     async def begin_shutdown(self) -> None:
         """Stop every run `interrupted` and end every event stream (each with a final
         event), so that the open requests finish and the service can stop."""
@@ -143,12 +148,15 @@ class Runtime:
 
 
 async def open_runtime(
-    settings: Settings, contract: Contract, tracing: Tracing | None = None
+    settings: Settings,
+    contract: Contract,
+    tracing: Tracing | None = None,
+    executor: PlanExecutor | None = None,
 ) -> Runtime:
     """Connect, migrate, snapshot the contract, register this process, recover old runs.
 
     With `tracing`, runs, calls and model requests are traced; without, nothing
-    of tracing is on their paths.
+    of tracing is on their paths. `executor`: where plans run (default: here).
 
     Raises DatabaseUnavailable when the database cannot be reached.
     """
@@ -229,6 +237,7 @@ async def open_runtime(
         limits,
         instance_id,
         settings.max_stored_output_bytes,
+        LocalExecutor() if executor is None else executor,
     )
     router = (
         open_router(settings, contract, engine, sessions, writer, instance_id, llm_http)

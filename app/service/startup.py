@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from app.contract import Contract
 from app.observability.tracing import Tracing
+from app.service.plans.executor import PlanExecutor
 from app.service.runtime import Runtime, open_runtime
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable
@@ -23,6 +24,7 @@ async def open_runtime_waiting(
     contract: Contract,
     on_waiting: Callable[[str], None],
     tracing: Tracing | None = None,
+    executor: PlanExecutor | None = None,
 ) -> Runtime:
     """`open_runtime` (connect, migrate, recover), retried while the database is
     unavailable, for at most `settings.wait_for_database_s`; `on_waiting` gets each
@@ -32,7 +34,7 @@ async def open_runtime_waiting(
     delay = FIRST_RETRY_S
     while True:
         try:
-            return await open_runtime(settings, contract, tracing)
+            return await open_runtime(settings, contract, tracing, executor)
         except DatabaseUnavailable as exc:
             remaining = deadline - loop.time()
             if remaining <= 0:

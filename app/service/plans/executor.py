@@ -32,6 +32,9 @@ class PlanExecutor(Protocol):
     def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
         """What this executor cannot run in a plan preflight admitted (empty: all)."""
 
+    async def problem(self) -> str | None:
+        """Why the executor cannot run plans now (readiness; None: it can)."""
+
     def sequential(
         self,
         ports: PlanPorts,
@@ -64,6 +67,9 @@ class LocalExecutor:
 
     def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
         return []
+
+    async def problem(self) -> str | None:
+        return None
 
     def sequential(
         self,

@@ -19,6 +19,9 @@ from app.store.types import utc_now
 
 RUNNING = "running"
 INTERRUPTED = "interrupted"
+# The instance of runs that an orchestrator (Temporal) runs: it outlives every
+# ToolLoop process, so no process's end interrupts them; the orchestrator ends them.
+ORCHESTRATED = "orchestrated"
 
 
 def planned_receipt_count() -> ScalarSelect[int]:
@@ -162,7 +165,8 @@ class RunRepository(Repository):
         """Mark `interrupted` the running runs of instances gone or silent since `stale_before`,
         each with its `call_count` of stored receipts (`planned_receipt_count`).
 
-        The current instance's runs are never touched, whatever its heartbeat says.
+        The current instance's runs are never touched, whatever its heartbeat says, nor
+        the runs an orchestrator runs (`ORCHESTRATED`).
         """
         live_instances = select(ServiceInstance.id).where(
             ServiceInstance.heartbeat_at >= stale_before
@@ -172,6 +176,7 @@ class RunRepository(Repository):
             .where(
                 Run.status == RUNNING,
                 Run.instance_id != current_instance_id,
+                Run.instance_id != ORCHESTRATED,
                 Run.instance_id.not_in(live_instances),
             )
             .values(

@@ -1,0 +1,164 @@
+"""The activities of a plan's workflow, run by `toolloop worker` with its own runtime.
+
+`run_call` runs ONE call through the worker's engine: the same call pipeline as
+a local plan (admission across every process, timeout, the tool's own retries,
+cache, redaction, audit, evidence), its receipt durable in the shared database
+through the worker's journal before the activity returns. The receipt's
+idempotency key (`run_id:seq`) is the activity's id, so a call Temporal runs
+again after its worker was lost keeps its key, and a call whose receipt a lost
+worker already committed is answered from that receipt, never run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from typing import Any
+
+from temporalio import activity
+
+from app.engine import CallError, Engine, RunIdentity
+from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
+from app.engine.run import RunKind, RunState
+from app.observability.plans import record_plan_finished
+from app.service.runs.records import record_run_end, stored_receipts
+from app.service.runtime import Runtime
+from app.store.models import Receipt as StoredReceipt
+from app.temporal.messages import (
+    END_RUN,
+    RECORD_LOST_CALL,
+    RUN_CALL,
+    SKIP_CALLS,
+    CallInput,
+    CallResult,
+    EndInput,
+    RunRef,
+    SkipInput,
+)
+
+# Sequence numbers of the calls a running tool dispatches: each plan call's own
+# stretch after the plan's calls, since its worker cannot know another's.
+DISPATCH_STRIDE = 1000
+
+
+class PlanActivities:
+    def __init__(self, runtime: Runtime, heartbeat_every_s: float) -> None:
+        self._runtime = runtime
+        self._engine: Engine = runtime.engine
+        self._heartbeat_every_s = heartbeat_every_s
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.run_call, self.skip_calls, self.record_lost_call, self.end_run]
+
+    @activity.defn(name=RUN_CALL)
+    async def run_call(self, given: CallInput) -> CallResult:
+        call = given.call
+        rows = await self._stored(given.run.run_id)
+        done = _at(rows, call.seq)
+        if done is not None:  # a lost worker committed it before it was lost
+            return CallResult(done.id, done.status)
+        state = self._open(given.run, first_dispatch_seq(given.run, call.seq))
+        if self._engine.contract.tools[call.tool].requires is not None:
+            self._engine.recall(state, rows)
+        beating = asyncio.create_task(self._heartbeat())
+        try:
+            receipt = await self._engine.run_call(
+                state,
+                call.tool,
+                call.args,
+                call_key=call.call_key,
+                item_key=given.item_key,
+                seq=call.seq,
+            )
+        finally:
+            beating.cancel()
+            with suppress(asyncio.CancelledError):
+                await beating
+        return CallResult(receipt.receipt_id, receipt.status.value)
+
+    @activity.defn(name=SKIP_CALLS)
+    async def skip_calls(self, given: SkipInput) -> list[str]:
+        """`skipped` receipts for the calls of `given` that have none yet."""
+        run = given.run
+        stored = {row.seq for row in await self._stored(run.run_id)}
+        if given.after_call_key is None:
+            error: CallError = NOT_RUN_CANCELLED
+        elif run.deadline_at is not None and time.time() >= run.deadline_at:
+            error = NOT_RUN_DEADLINE
+        else:
+            error = not_run_after(given.after_call_key)
+        calls = [
+            (call.seq, call.call_key, call.tool, call.args)
+            for call in given.calls
+            if call.seq not in stored
+        ]
+        if not calls:
+            return []
+        state = self._open(run, run.planned_calls)
+        receipts = await self._engine.record_settled_elsewhere(
+            state, calls, given.item_key, error=error
+        )
+        return [receipt.receipt_id for receipt in receipts]
+
+    @activity.defn(name=RECORD_LOST_CALL)
+    async def record_lost_call(self, given: CallInput) -> CallResult:
+        """The receipt of a call whose worker was lost and that is not run again."""
+        call = given.call
+        done = _at(await self._stored(given.run.run_id), call.seq)
+        if done is not None:
+            return CallResult(done.id, done.status)
+        state = self._open(given.run, given.run.planned_calls)
+        (receipt,) = await self._engine.record_settled_elsewhere(
+            state, [(call.seq, call.call_key, call.tool, call.args)], given.item_key, error=None
+        )
+        return CallResult(receipt.receipt_id, receipt.status.value)
+
+    @activity.defn(name=END_RUN)
+    async def end_run(self, given: EndInput) -> None:
+        run = given.run
+        rows = await self._stored(run.run_id)
+        runtime = self._runtime
+        await record_run_end(
+            runtime.sessions,
+            run.run_id,
+            status=given.status,
+            call_count=sum(1 for row in rows if row.seq < run.planned_calls),
+            writer=runtime.writer,
+        )
+        record_plan_finished(run.kind, given.status)
+
+    def _open(self, run: RunRef, first_seq: int) -> RunState:
+        identity = RunIdentity(
+            run_id=run.run_id,
+            owner=run.owner,
+            caller=run.caller,
+            context=run.context,
+            contract_hash=run.contract_hash,
+        )
+        deadline_s = None if run.deadline_at is None else run.deadline_at - time.time()
+        return self._engine.open_run(
+            identity,
+            RunKind(run.kind),
+            deadline_s=deadline_s,
+            first_seq=first_seq,
+            parallel_batch_id=run.parallel_batch_id,
+        )
+
+    async def _stored(self, run_id: str) -> list[StoredReceipt]:
+        return await stored_receipts(self._runtime.sessions, run_id)
+
+    async def _heartbeat(self) -> None:
+        """Tell Temporal this worker still runs the call (and learn of a cancel)."""
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(self._heartbeat_every_s)
+
+
+def first_dispatch_seq(run: RunRef, seq: int) -> int:
+    return run.planned_calls + seq * DISPATCH_STRIDE
+
+
+def _at(rows: Iterable[StoredReceipt], seq: int) -> StoredReceipt | None:
+    return next((row for row in rows if row.seq == seq), None)

@@ -1,0 +1,288 @@
+"""The API side of Temporal: the executor that starts a plan's workflow and reads its end.
+
+`serve` runs no tool: `TemporalExecutor` turns a preflighted, recorded plan
+into a `PlanInput` and starts the plan's workflow; the run's supervised task
+waits for the workflow's result, then answers from the stored receipts (the
+redacted copies: the real outputs never enter Temporal's history). The run is
+recorded with the `ORCHESTRATED` instance: no ToolLoop process's end interrupts
+it, and the workflow records its end (`activities.end_run`), so a run whose API
+process died goes on and is readable afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
+
+from app.contract import Contract, Effect, Tool
+from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, SequentialPlan
+from app.service.errors import EXECUTOR_UNAVAILABLE, ServiceUnavailable
+from app.service.idempotency import IdempotencyClaim
+from app.service.plans.executor import PlanRunParts
+from app.service.plans.runs import stored_parallel_answer, stored_sequential_answer
+from app.service.runs.records import stored_receipts
+from app.service.runs.tasks import CANCELLED, RunResult
+from app.settings import Settings
+from app.store.repositories.runs import ORCHESTRATED
+from app.temporal.messages import (
+    PLAN_WORKFLOW,
+    CallSpec,
+    Chain,
+    PlanInput,
+    PlanResult,
+    RunRef,
+)
+
+logger = logging.getLogger("toolloop.temporal")
+
+Args = Sequence[Mapping[str, Any]]
+NO_CONFIRMATIONS = (
+    "this tool requires a confirmation, which plans on the temporal executor do not "
+    "support yet; run it with the local executor"
+)
+# The part of an activity attempt's bound beyond the tool's own timeouts and backoff.
+ATTEMPT_MARGIN_S = 30.0
+# How long `/readyz` waits for Temporal's answer.
+HEALTH_TIMEOUT = timedelta(seconds=2)
+# A run still going on in Temporal when this process stops answering for it.
+RUNNING = "running"
+
+
+class ExecutorUnavailable(ServiceUnavailable):
+    """The cause (Temporal's words, its address) goes to the log only."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(EXECUTOR_UNAVAILABLE, retry_after_s=5, log=cause)
+
+
+async def open_executor(settings: Settings, contract: Contract) -> TemporalExecutor:
+    return TemporalExecutor(await connect(settings), settings, contract)
+
+
+async def connect(settings: Settings) -> Client:
+    """A client of the configured Temporal frontend, connecting on first use (so that
+    the service starts, not ready, while Temporal is down)."""
+    if not settings.temporal_address:
+        raise ValueError(
+            "TOOLLOOP_TEMPORAL_ADDRESS (host:port) is required by the temporal executor"
+        )
+    return await Client.connect(
+        settings.temporal_address, namespace=settings.temporal_namespace, lazy=True
+    )
+
+
+def workflow_id(run_id: str) -> str:
+    return f"toolloop-plan-{run_id}"
+
+
+class TemporalExecutor:
+    """Plans as Temporal workflows on `settings.temporal_task_queue`."""
+
+    defers_start = False
+
+    def __init__(self, client: Client, settings: Settings, contract: Contract) -> None:
+        self._client = client
+        self._task_queue = settings.temporal_task_queue
+        self._heartbeat_timeout_s = settings.temporal_heartbeat_timeout_s
+        self._contract = contract
+
+    def run_instance(self, instance_id: str) -> str:
+        return ORCHESTRATED
+
+    def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
+        tools = self._contract.tools
+        return [
+            PlanProblem(f"{pointer}/tool", NO_CONFIRMATIONS)
+            for pointer, call in _calls_with_pointers(plan)
+            if tools[call.tool].requires_confirmation
+        ]
+
+    async def problem(self) -> str | None:
+        try:
+            await self._client.service_client.check_health(timeout=HEALTH_TIMEOUT)
+        except (RPCError, RuntimeError) as exc:
+            return f"Temporal does not answer: {exc}"
+        return None
+
+    def sequential(
+        self,
+        parts: PlanRunParts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> TemporalPlanRun:
+        chains = [Chain(None, self._specs(plan.calls, admitted, 0))]
+        run = self._ref(identity, "sequential", None, plan.deadline_s, len(plan.calls))
+        return TemporalPlanRun(
+            self._client,
+            self._task_queue,
+            parts,
+            plan,
+            PlanInput(run, chains, 1, self._heartbeat_timeout_s),
+        )
+
+    def parallel(
+        self,
+        parts: PlanRunParts,
+        identity: RunIdentity,
+        plan: ParallelPlan,
+        admitted: Sequence[Args],
+        batch_id: str,
+        started: asyncio.Future[None] | None,
+        claim: IdempotencyClaim | None,
+    ) -> TemporalPlanRun:
+        chains = []
+        first = 0
+        for lane, lane_args in zip(plan.lanes, admitted, strict=True):
+            chains.append(Chain(lane.item_key, self._specs(lane.calls, lane_args, first)))
+            first += len(lane.calls)
+        run = self._ref(identity, "parallel", batch_id, plan.deadline_s, first)
+        return TemporalPlanRun(
+            self._client,
+            self._task_queue,
+            parts,
+            plan,
+            PlanInput(run, chains, plan.max_concurrency, self._heartbeat_timeout_s),
+        )
+
+    def _ref(
+        self,
+        identity: RunIdentity,
+        kind: str,
+        batch_id: str | None,
+        deadline_s: float | None,
+        planned_calls: int,
+    ) -> RunRef:
+        return RunRef(
+            run_id=identity.run_id,
+            owner=identity.owner,
+            caller=identity.caller,
+            contract_hash=identity.contract_hash,
+            kind=kind,
+            context=dict(identity.context),
+            planned_calls=planned_calls,
+            parallel_batch_id=batch_id,
+            deadline_at=None if deadline_s is None else time.time() + deadline_s,
+        )
+
+    def _specs(
+        self, calls: Sequence[PlannedCall], admitted: Args, first_seq: int
+    ) -> list[CallSpec]:
+        tools = self._contract.tools
+        return [
+            CallSpec(
+                seq=first_seq + index,
+                call_key=call.call_key,
+                tool=call.tool,
+                args=dict(args),
+                rerunnable=tools[call.tool].effect is not Effect.NON_IDEMPOTENT,
+                attempt_timeout_s=attempt_bound_s(tools[call.tool]),
+            )
+            for index, (call, args) in enumerate(zip(calls, admitted, strict=True))
+        ]
+
+
+def attempt_bound_s(tool: Tool) -> float:
+    """The most one activity attempt may take: every engine-level attempt of the tool
+    with its timeout and largest backoff, and a margin for the bookkeeping."""
+    retry = tool.retry
+    return retry.max_attempts * (tool.timeout_s + retry.backoff_max_s) + ATTEMPT_MARGIN_S
+
+
+def _calls_with_pointers(
+    plan: SequentialPlan | ParallelPlan,
+) -> list[tuple[str, PlannedCall]]:
+    if isinstance(plan, SequentialPlan):
+        return [(f"/calls/{index}", call) for index, call in enumerate(plan.calls)]
+    return [
+        (f"/lanes/{lane_index}/calls/{index}", call)
+        for lane_index, lane in enumerate(plan.lanes)
+        for index, call in enumerate(lane.calls)
+    ]
+
+
+class TemporalPlanRun:
+    """A plan run under this process's supervisor whose calls run in Temporal."""
+
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str,
+        parts: PlanRunParts,
+        plan: SequentialPlan | ParallelPlan,
+        given: PlanInput,
+    ) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._parts = parts
+        self._plan = plan
+        self._input = given
+        self._status: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._input.run.run_id
+
+    async def execute(self) -> None:
+        try:
+            handle = await self._client.start_workflow(
+                PLAN_WORKFLOW,
+                self._input,
+                id=workflow_id(self.run_id),
+                task_queue=self._task_queue,
+                result_type=PlanResult,
+            )
+        except (RPCError, RuntimeError) as exc:
+            raise ExecutorUnavailable(f"the plan's workflow could not start: {exc}") from exc
+        try:
+            result = await handle.result()
+        except (RPCError, WorkflowFailureError) as exc:
+            raise ExecutorUnavailable(f"the plan's workflow did not end: {exc}") from exc
+        self._status = result.status
+
+    async def finish(self) -> RunResult:
+        status = self._status
+        assert status is not None
+        return await self._answer(status)
+
+    async def stop(self, status: str) -> RunResult:
+        """A caller's cancel cancels the workflow and waits for its end (the workflow
+        records it); a shutdown leaves the run to Temporal, still running."""
+        if status != CANCELLED:
+            return await self._answer(RUNNING)
+        handle = self._client.get_workflow_handle(workflow_id(self.run_id))
+        try:
+            await handle.cancel()
+        except RPCError as exc:
+            logger.warning("run %s: the workflow could not be cancelled: %s", self.run_id, exc)
+            return await self._answer(RUNNING)
+        with suppress(WorkflowFailureError, RPCError):
+            await handle.result()
+        return await self._answer(status)
+
+    async def _answer(self, status: str) -> RunResult:
+        rows = await stored_receipts(self._parts.sessions, self.run_id)
+        run = self._input.run
+        head = {
+            "plan_id": run.run_id,
+            "kind": run.kind,
+            "status": status,
+            "contract_hash": run.contract_hash,
+        }
+        plan = self._plan
+        if isinstance(plan, SequentialPlan):
+            response = stored_sequential_answer(head, plan, rows)
+        else:
+            assert run.parallel_batch_id is not None
+            response = stored_parallel_answer(head, plan, run.parallel_batch_id, rows)
+        return RunResult(self.run_id, status, response, lambda: response)
