@@ -12,6 +12,7 @@ import pytest
 
 from app.settings import Settings
 from tests.support.app import AppFactory
+from tests.support.waiting import wait_for_sync
 from tests.temporal.conftest import Stack, open_stack
 from tests.temporal.registry import REGISTRY
 
@@ -81,3 +82,134 @@ async def _run_locally(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
             assert response.status_code == 200, response.text
             answer: dict[str, Any] = response.json()
             return answer
+
+
+PARALLEL = {
+    "owner": "tester",
+    "max_concurrency": 2,
+    "lanes": [
+        {"item_key": "a", "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "a1"}}]},
+        {
+            "item_key": "b",
+            "calls": [
+                {"call_key": "1", "tool": "explode", "args": {"text": "b1"}},
+                {"call_key": "2", "tool": "echo", "args": {"text": "b2"}},
+                {"call_key": "3", "tool": "echo", "args": {"text": "b3"}},
+            ],
+        },
+        {
+            "item_key": "c",
+            "calls": [
+                {"call_key": "1", "tool": "echo", "args": {"text": "c1"}},
+                {"call_key": "2", "tool": "echo", "args": {"text": "c2"}},
+            ],
+        },
+    ],
+}
+
+
+def test_a_parallel_plan_answers_in_input_order_and_a_failure_skips_its_lane(
+    stack: Stack,
+) -> None:
+    response = stack.post("/plans/parallel", PARALLEL)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "failed"
+    assert [lane["item_key"] for lane in body["lanes"]] == ["a", "b", "c"]
+    assert [lane["status"] for lane in body["lanes"]] == ["succeeded", "failed", "succeeded"]
+    failed_lane = body["lanes"][1]["receipts"]
+    assert [r["status"] for r in failed_lane] == ["failed", "skipped", "skipped"]
+    assert failed_lane[0]["error"]["kind"] == "exception"
+    assert failed_lane[1]["error"] == {
+        "kind": "cancelled",
+        "message": "not run: call '1' before it did not succeed",
+        "outcome_unknown": False,
+    }
+    batch = body["parallel_batch_id"]
+    assert all(
+        receipt["parallel_batch_id"] == batch
+        for lane in body["lanes"]
+        for receipt in lane["receipts"]
+    )
+    run = stack.ended_run(body["plan_id"])
+    assert run["status"] == "failed"
+    assert run["receipt_count"] == 6
+
+
+def test_a_failing_call_skips_the_rest_of_a_sequential_plan(stack: Stack) -> None:
+    plan = {
+        "owner": "tester",
+        "calls": [
+            {"call_key": "boom", "tool": "explode", "args": {"text": "x"}},
+            {"call_key": "after", "tool": "echo", "args": {"text": "y"}},
+        ],
+    }
+
+    body = stack.post("/plans/sequential", plan).json()
+
+    assert body["status"] == "failed"
+    assert [r["status"] for r in body["receipts"]] == ["failed", "skipped"]
+    assert len(stack.receipts(body["plan_id"])) == 2
+
+
+def _workflow_count(stack: Stack) -> int:
+    from temporalio.client import Client
+
+    async def count() -> int:
+        client = await Client.connect(stack.env["TOOLLOOP_TEMPORAL_ADDRESS"])
+        queue = stack.env["TOOLLOOP_TEMPORAL_TASK_QUEUE"]
+        return (await client.count_workflows(f"TaskQueue = '{queue}'")).count
+
+    return asyncio.run(count())
+
+
+def test_a_plan_preflight_rejects_starts_no_workflow(stack: Stack) -> None:
+    before = _workflow_count(stack)
+    bad = {
+        "owner": "tester",
+        "calls": [
+            {"call_key": "1", "tool": "echo", "args": {"text": 1}},
+            {"call_key": "2", "tool": "nope", "args": {}},
+        ],
+    }
+
+    response = stack.post("/plans/sequential", bad)
+
+    assert response.status_code == 422
+    pointers = {error["pointer"] for error in response.json()["errors"]}
+    assert {"/calls/0/args/text", "/calls/1/tool"} <= pointers
+    # A plan that runs afterwards is the only workflow more (visibility lags: wait for it).
+    assert stack.post("/plans/sequential", SEQUENTIAL).status_code == 200
+    wait_for_sync(lambda: _workflow_count(stack) >= before + 1, "the good plan's workflow listed")
+    assert _workflow_count(stack) == before + 1
+
+
+def test_a_plan_with_a_call_that_needs_a_confirmation_is_refused_with_its_pointer(
+    stack: Stack,
+) -> None:
+    plan = {
+        "owner": "tester",
+        "max_concurrency": 2,
+        "lanes": [
+            {"item_key": "a", "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "a"}}]},
+            {
+                "item_key": "b",
+                "calls": [{"call_key": "1", "tool": "approved", "args": {"text": "b"}}],
+            },
+        ],
+    }
+
+    response = stack.post("/plans/parallel", plan)
+
+    assert response.status_code == 422
+    (error,) = response.json()["errors"]
+    assert error["pointer"] == "/lanes/1/calls/0/tool"
+    assert "confirmation" in error["message"]
+
+
+def test_readiness_is_ready_while_temporal_answers(stack: Stack) -> None:
+    response = stack.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "ready"
