@@ -18,6 +18,7 @@ from contextlib import suppress
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from app.engine import CallError, Engine, RunIdentity
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
@@ -130,6 +131,15 @@ class PlanActivities:
         record_plan_finished(run.kind, given.status)
 
     def _open(self, run: RunRef, first_seq: int) -> RunState:
+        """The run's state in this worker's engine. A worker of another contract fails the
+        activity for good: no attempt anywhere could run the call as admitted."""
+        contract = self._engine.contract.hash
+        if run.contract_hash != contract:
+            raise ApplicationError(
+                f"run {run.run_id} was admitted against contract {run.contract_hash}, but "
+                f"this worker runs {contract}: start workers with serve's registries",
+                non_retryable=True,
+            )
         identity = RunIdentity(
             run_id=run.run_id,
             owner=run.owner,

@@ -38,19 +38,19 @@ class Stack:
         assert self.server is not None
         return self.server.base
 
-    def serve(self) -> ServerProcess:
+    def serve(self, *, wait: bool = True) -> ServerProcess:
         self.server = ServerProcess(
             self.workdir, [], self.env, log_name=f"server-{uuid.uuid4().hex[:6]}.log"
         )
-        self.server.wait_until_answering()
+        if wait:
+            self.server.wait_until_answering()
         return self.server
 
-    def start_worker(self) -> WorkerProcess:
-        worker = WorkerProcess(
-            self.workdir, [], self.env, name=f"worker-{len(self.workers)}"
-        )
+    def start_worker(self, *, wait: bool = True) -> WorkerProcess:
+        worker = WorkerProcess(self.workdir, [], self.env, name=f"worker-{uuid.uuid4().hex[:6]}")
         self.workers.append(worker)
-        worker.wait_until_polling()
+        if wait:
+            worker.wait_until_polling()
         return worker
 
     def post(self, path: str, body: dict[str, Any], **headers: str) -> httpx.Response:
@@ -71,13 +71,20 @@ class Stack:
         return items
 
     def close(self) -> None:
+        """SIGTERM every process first, then wait for each: their graceful stops overlap."""
+        processes = [worker.process for worker in self.workers]
+        if self.server is not None:
+            processes.append(self.server.process)
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
         for worker in self.workers:
             worker.stop()
         if self.server is not None:
             self.server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_temporal()
     with temporal_dev_server(tmp_path_factory.mktemp("temporal")) as address:
@@ -113,9 +120,12 @@ def open_stack(workdir: Path, env: dict[str, str], workers: int) -> Stack:
     marks.mkdir(exist_ok=True)
     stack = Stack(workdir, env, marks)
     try:
-        for _ in range(workers):
-            stack.start_worker()
-        stack.serve()
+        # Started together (their migrations take turns under an advisory lock).
+        started = [stack.start_worker(wait=False) for _ in range(workers)]
+        server = stack.serve(wait=False)
+        for worker in started:
+            worker.wait_until_polling()
+        server.wait_until_answering()
     except BaseException:
         stack.close()
         raise

@@ -38,7 +38,8 @@ def _start(stack: Stack, tool: str, name: str) -> str:
 
 def _started_in(stack: Stack, name: str) -> list[int]:
     """The pids of the processes whose attempt of the gate `name` started."""
-    return sorted(int(path.name.rsplit(".", 1)[1]) for path in stack.marks.glob(f"{name}.started.*"))
+    marks = stack.marks.glob(f"{name}.started.*")
+    return sorted(int(path.name.rsplit(".", 1)[1]) for path in marks)
 
 
 def _kill_the_worker_running(stack: Stack, name: str) -> int:
@@ -62,7 +63,8 @@ def test_an_idempotent_call_of_a_killed_worker_runs_again_on_another(stack: Stac
 
     assert run["status"] == "succeeded"
     started = _started_in(stack, "idempotent")
-    assert len(started) == 2 and killed in started
+    assert len(started) == 2
+    assert killed in started
     receipts = stack.receipts(run_id)
     assert [r["call_key"] for r in receipts] == ["gate", "after"]  # one receipt per call
     gate = _by_key(receipts)["gate"]
@@ -102,3 +104,20 @@ def test_a_run_goes_on_when_the_api_process_is_killed(stack: Stack) -> None:
 
     assert run["status"] == "succeeded"
     assert [r["status"] for r in stack.receipts(run_id)] == ["succeeded", "succeeded"]
+
+
+def test_a_cancel_cancels_the_workflow_the_call_in_flight_and_skips_the_rest(
+    stack: Stack,
+) -> None:
+    run_id = _start(stack, "gate", "cancelled")
+    wait_for_sync(lambda: _started_in(stack, "cancelled"), "the gate started")
+
+    response = stack.post(f"/runs/{run_id}/cancel", {})
+
+    assert response.status_code in (200, 202), response.text
+    run = stack.ended_run(run_id)
+    assert run["status"] == "cancelled"
+    receipts = _by_key(stack.receipts(run_id))
+    assert receipts["gate"]["error"]["kind"] == "cancelled"
+    assert receipts["after"]["status"] == "skipped"
+    assert len(_started_in(stack, "cancelled")) == 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import wait_for
 
 
 def echo(text: str, secret: str | None = None) -> dict[str, Any]:
@@ -21,6 +22,6 @@ async def gate(marks: str, name: str) -> dict[str, Any]:
     releases the gate: the test decides when the call ends, without a fixed sleep."""
     folder = Path(marks)
     (folder / f"{name}.started.{os.getpid()}").touch()
-    while not (folder / f"{name}.release").exists():
-        await asyncio.sleep(0.02)
+    release = folder / f"{name}.release"
+    await wait_for(release.exists, f"the test released the gate {name}", bound_s=120, every_s=0.02)
     return {"name": name, "pid": os.getpid()}
