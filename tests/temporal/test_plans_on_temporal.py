@@ -213,3 +213,27 @@ def test_readiness_is_ready_while_temporal_answers(stack: Stack) -> None:
 
     assert response.status_code == 200
     assert response.json()["status"] == "ready"
+
+
+def test_the_plans_deadline_stops_the_call_in_flight_and_skips_the_rest(stack: Stack) -> None:
+    plan = {
+        "owner": "tester",
+        "deadline_s": 1.0,
+        "calls": [
+            {
+                "call_key": "slow",
+                "tool": "gate",
+                "args": {"marks": str(stack.marks), "name": "never-released"},
+            },
+            {"call_key": "after", "tool": "echo", "args": {"text": "late"}},
+        ],
+    }
+
+    body = stack.post("/plans/sequential", plan).json()
+
+    assert body["status"] == "failed"
+    slow, after = body["receipts"]
+    assert slow["status"] == "timed_out"
+    assert "the run's deadline" in slow["error"]["message"]
+    assert after["status"] == "skipped"
+    assert after["error"]["kind"] == "deadline"
