@@ -70,10 +70,7 @@ async def open_executor(settings: Settings, contract: Contract) -> TemporalExecu
 async def connect(settings: Settings) -> Client:
     """A client of the configured Temporal frontend, connecting on first use (so that
     the service starts, not ready, while Temporal is down)."""
-    if not settings.temporal_address:
-        raise ValueError(
-            "TOOLLOOP_TEMPORAL_ADDRESS (host:port) is required by the temporal executor"
-        )
+    assert settings.temporal_address is not None  # `worker.settings_problem` said so
     return await Client.connect(
         settings.temporal_address, namespace=settings.temporal_namespace, lazy=True
     )
