@@ -237,3 +237,16 @@ def test_the_plans_deadline_stops_the_call_in_flight_and_skips_the_rest(stack: S
     assert "the run's deadline" in slow["error"]["message"]
     assert after["status"] == "skipped"
     assert after["error"]["kind"] == "deadline"
+
+
+def test_an_idempotency_key_replays_the_answer_of_a_plan_run_on_temporal(stack: Stack) -> None:
+    headers = {"Idempotency-Key": "temporal-key-1"}
+
+    first = stack.post("/plans/sequential", SEQUENTIAL, **headers)
+    again = stack.post("/plans/sequential", SEQUENTIAL, **headers)
+
+    assert first.status_code == 200, first.text
+    assert again.status_code == 200, again.text
+    assert again.json()["plan_id"] == first.json()["plan_id"]
+    assert again.json()["receipts"] == first.json()["receipts"]
+    assert len(stack.receipts(first.json()["plan_id"])) == 2
