@@ -324,8 +324,8 @@ def _worker(settings: Settings) -> int:
     from app.temporal.worker import serve_worker
 
     try:
-        asyncio.run(serve_worker(settings, contract))
-    except DatabaseUnavailable as exc:
+        run_on_database(settings.database_url, serve_worker(settings, contract))
+    except CommandFailed as exc:
         return _fail(str(exc))
     except RuntimeError as exc:  # the SDK's words when Temporal cannot be reached
         return _fail(f"Temporal at {settings.temporal_address} cannot be reached: {exc}")

@@ -26,8 +26,7 @@ from app.contract import Contract, Effect, Tool
 from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, SequentialPlan
 from app.service.errors import EXECUTOR_UNAVAILABLE, ServiceUnavailable
 from app.service.idempotency import IdempotencyClaim
-from app.service.plans.executor import PlanRunParts
-from app.service.plans.runs import stored_parallel_answer, stored_sequential_answer
+from app.service.plans.runs import PlanPorts, stored_parallel_answer, stored_sequential_answer
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
@@ -111,7 +110,7 @@ class TemporalExecutor:
 
     def sequential(
         self,
-        parts: PlanRunParts,
+        ports: PlanPorts,
         identity: RunIdentity,
         plan: SequentialPlan,
         admitted: Args,
@@ -123,14 +122,14 @@ class TemporalExecutor:
         return TemporalPlanRun(
             self._client,
             self._task_queue,
-            parts,
+            ports,
             plan,
             PlanInput(run, chains, 1, self._heartbeat_timeout_s),
         )
 
     def parallel(
         self,
-        parts: PlanRunParts,
+        ports: PlanPorts,
         identity: RunIdentity,
         plan: ParallelPlan,
         admitted: Sequence[Args],
@@ -147,7 +146,7 @@ class TemporalExecutor:
         return TemporalPlanRun(
             self._client,
             self._task_queue,
-            parts,
+            ports,
             plan,
             PlanInput(run, chains, plan.max_concurrency, self._heartbeat_timeout_s),
         )
@@ -215,13 +214,13 @@ class TemporalPlanRun:
         self,
         client: Client,
         task_queue: str,
-        parts: PlanRunParts,
+        ports: PlanPorts,
         plan: SequentialPlan | ParallelPlan,
         given: PlanInput,
     ) -> None:
         self._client = client
         self._task_queue = task_queue
-        self._parts = parts
+        self._ports = ports
         self._plan = plan
         self._input = given
         self._status: str | None = None
@@ -268,7 +267,7 @@ class TemporalPlanRun:
         return await self._answer(status)
 
     async def _answer(self, status: str) -> RunResult:
-        rows = await stored_receipts(self._parts.sessions, self.run_id)
+        rows = await stored_receipts(self._ports.sessions, self.run_id)
         run = self._input.run
         head = {
             "plan_id": run.run_id,
