@@ -93,7 +93,7 @@ async def cancel_run(
             "sequential": cancel_paused_plan_run,
             "parallel": cancel_paused_plan_run,
         },
-        stop_elsewhere=None if runtime.replicas is None else runtime.replicas.stop_elsewhere,
+        stop_elsewhere=runtime.stop_elsewhere,
     )
     status = await control.cancel(run_id, principal, control_rule(principal))
     return FastJSONResponse({"run_id": run_id, "status": status})

@@ -23,12 +23,14 @@ from app.observability.exposition import forget_this_process
 from app.observability.tracing import Tracing
 from app.service.cache_store import DatabaseCacheStore
 from app.service.confirmations import ConfirmationService
+from app.service.errors import RunRunningElsewhere
 from app.service.idempotency import AnsweringRuns, IdempotencyService
 from app.service.plans.executor import LocalExecutor, PlanExecutor
 from app.service.plans.service import PlanService
 from app.service.remote_tools import open_remote_tools
 from app.service.router.service import RouterService
 from app.service.router.setup import open_router
+from app.service.runs.control import RemoteStop
 from app.service.runs.events import RunEventHub
 from app.service.runs.relay import RUNS_CHANNEL, RunEventRelay
 from app.service.runs.replicas import RunReplicas, instance_channel
@@ -101,6 +103,16 @@ class Runtime:
         except DatabaseUnavailable as exc:
             return str(exc)
         return None
+
+    async def stop_elsewhere(self, run_id: str, owner: str) -> RemoteStop:
+        """A cancel of a run this process does not execute: the executor's, for a run an
+        orchestrator runs; else the replica's that executes it."""
+        stopped = await self.plans.executor.stop_orchestrated(run_id, owner)
+        if stopped is not None:
+            return stopped
+        if self.replicas is None:
+            raise RunRunningElsewhere(run_id)
+        return await self.replicas.stop_elsewhere(run_id, owner)
 
     async def executor_problem(self) -> str | None:
         """Why plans cannot run now besides the database (None: they can)."""

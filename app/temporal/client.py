@@ -27,6 +27,7 @@ from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, Sequ
 from app.service.errors import EXECUTOR_UNAVAILABLE, ServiceUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.runs import PlanPorts, stored_parallel_answer, stored_sequential_answer
+from app.service.runs.control import RemoteStop
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
@@ -107,6 +108,13 @@ class TemporalExecutor:
         except (RPCError, RuntimeError) as exc:
             return f"Temporal does not answer: {exc}"
         return None
+
+    async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
+        """Cancel the run's workflow and wait for its end (the workflow records it)."""
+        if instance_id != ORCHESTRATED:
+            return None
+        status = await cancel_workflow(self._client, run_id)
+        return RemoteStop(status or RUNNING, stopping=status == CANCELLED)
 
     def sequential(
         self,
@@ -207,6 +215,20 @@ def _calls_with_pointers(
     ]
 
 
+async def cancel_workflow(client: Client, run_id: str) -> str | None:
+    """Cancel the run's workflow and wait until it ended: `cancelled` once it did (or
+    had ended already), None when Temporal could not be asked."""
+    handle = client.get_workflow_handle(workflow_id(run_id))
+    try:
+        await handle.cancel()
+    except RPCError as exc:
+        logger.warning("run %s: the workflow could not be cancelled: %s", run_id, exc)
+        return None
+    with suppress(WorkflowFailureError, RPCError):
+        await handle.result()
+    return CANCELLED
+
+
 class TemporalPlanRun:
     """A plan run under this process's supervisor whose calls run in Temporal."""
 
@@ -256,15 +278,8 @@ class TemporalPlanRun:
         records it); a shutdown leaves the run to Temporal, still running."""
         if status != CANCELLED:
             return await self._answer(RUNNING)
-        handle = self._client.get_workflow_handle(workflow_id(self.run_id))
-        try:
-            await handle.cancel()
-        except RPCError as exc:
-            logger.warning("run %s: the workflow could not be cancelled: %s", self.run_id, exc)
-            return await self._answer(RUNNING)
-        with suppress(WorkflowFailureError, RPCError):
-            await handle.result()
-        return await self._answer(status)
+        ended = await cancel_workflow(self._client, self.run_id)
+        return await self._answer(status if ended is not None else RUNNING)
 
     async def _answer(self, status: str) -> RunResult:
         rows = await stored_receipts(self._ports.sessions, self.run_id)

@@ -121,3 +121,20 @@ def test_a_cancel_cancels_the_workflow_the_call_in_flight_and_skips_the_rest(
     assert receipts["gate"]["error"]["kind"] == "cancelled"
     assert receipts["after"]["status"] == "skipped"
     assert len(_started_in(stack, "cancelled")) == 1
+
+
+def test_a_run_whose_api_process_died_is_cancelled_from_another(stack: Stack) -> None:
+    run_id = _start(stack, "gate", "cancel-elsewhere")
+    wait_for_sync(lambda: _started_in(stack, "cancel-elsewhere"), "the gate started")
+    assert stack.server is not None
+    stack.server.kill()
+    stack.serve()
+
+    response = stack.post(f"/runs/{run_id}/cancel", {})
+
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "cancelled"
+    assert stack.ended_run(run_id)["status"] == "cancelled"
+    receipts = _by_key(stack.receipts(run_id))
+    assert receipts["gate"]["error"]["kind"] == "cancelled"
+    assert receipts["after"]["status"] == "skipped"

@@ -235,7 +235,7 @@ async def cancel_run(
         runtime.sessions,
         runtime.runs,
         cancel_paused={"router": cancel_paused_router_run},
-        stop_elsewhere=None if runtime.replicas is None else runtime.replicas.stop_elsewhere,
+        stop_elsewhere=runtime.stop_elsewhere,
     )
     try:
         await control.cancel(run_id, principal, control_rule(principal))

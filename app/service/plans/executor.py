@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
+from app.service.runs.control import RemoteStop
 from app.service.runs.tasks import SupervisedRun
 
 Args = Sequence[Mapping[str, Any]]
@@ -34,6 +35,10 @@ class PlanExecutor(Protocol):
 
     async def problem(self) -> str | None:
         """Why the executor cannot run plans now (readiness; None: it can)."""
+
+    async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
+        """Cancel a run recorded with `instance_id` that no process here executes, when
+        this executor runs it (None: not one of its runs)."""
 
     def sequential(
         self,
@@ -69,6 +74,9 @@ class LocalExecutor:
         return []
 
     async def problem(self) -> str | None:
+        return None
+
+    async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
         return None
 
     def sequential(
