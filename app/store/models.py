@@ -59,6 +59,7 @@ CONFIRMATION_STATUSES = ("pending", "approved", "rejected", "refused", "expired"
 ID = String(64)
 DIGEST = String(128)
 STATUS = String(32)
+CHAIN_LINK = String(64)  # a SHA-256, hex
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid alias).
 BigIntegerId = BigInteger().with_variant(Integer(), "sqlite")
@@ -126,6 +127,7 @@ class Receipt(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "seq"),
         Index(None, "created_at", "id"),
+        Index(None, "run_id", "chain_seq"),
         Index(None, "tool", "created_at", "id"),
         Index(None, "owner", "created_at", "id"),
         Index(
@@ -163,6 +165,10 @@ class Receipt(Base):
     finished_at: Mapped[datetime | None]
     duration_ms: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    # The row's place in its run's hash chain (`app.foundation.chain`); NULL for rows
+    # stored before the chain existed.
+    chain_seq: Mapped[int | None] = mapped_column(Integer)
+    chain_link: Mapped[str | None] = mapped_column(CHAIN_LINK)
 
 
 class CacheEntry(Base):
@@ -179,7 +185,7 @@ class CacheEntry(Base):
 
 class AuditEvent(Base):
     __tablename__ = "audit_events"
-    __table_args__ = (Index(None, "run_id", "id"),)
+    __table_args__ = (Index(None, "run_id", "id"), Index(None, "run_id", "chain_seq"))
 
     id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
     run_id: Mapped[str | None] = mapped_column(ID)
@@ -190,6 +196,9 @@ class AuditEvent(Base):
     call_key: Mapped[str | None] = mapped_column(Text)
     item_key: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Its place in its run's hash chain, or its UTC day's for a row without a run.
+    chain_seq: Mapped[int | None] = mapped_column(Integer)
+    chain_link: Mapped[str | None] = mapped_column(CHAIN_LINK)
 
 
 class IdempotencyKey(Base):
@@ -316,3 +325,20 @@ class ToolBucket(Base):
     tool_id: Mapped[str] = mapped_column(Text, primary_key=True)
     tokens: Mapped[float] = mapped_column(Float)
     updated_s: Mapped[float] = mapped_column(Float)
+
+
+class ChainCheckpoint(Base):
+    """The heads of the runs that ended since the previous checkpoint, chained to it
+    (`app.foundation.chain.checkpoint_link`); signed with the operator's Ed25519 key
+    when one is configured (`signature` base64, `key_id` the public key's SHA-256)."""
+
+    __tablename__ = "chain_checkpoints"
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(Integer, unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    runs: Mapped[list[Any]] = mapped_column(JsonDocument)
+    prev: Mapped[str] = mapped_column(CHAIN_LINK)
+    link: Mapped[str] = mapped_column(CHAIN_LINK)
+    signature: Mapped[str | None] = mapped_column(Text)
+    key_id: Mapped[str | None] = mapped_column(Text)

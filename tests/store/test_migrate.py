@@ -27,6 +27,7 @@ TABLES = {
     "alembic_version",
     "audit_events",
     "cache_entries",
+    "chain_checkpoints",
     "contract_snapshots",
     "idempotency_keys",
     "model_usage",
@@ -149,9 +150,12 @@ async def test_json_columns_compress_with_lz4_on_postgresql(postgres_url: str) -
                     "this PostgreSQL server has no lz4 (version 14 and later, built with it)"
                 )
             compressed = await connection.run_sync(json_columns_compression)
-            # with runs.context (revision 01b0481bfb3f) and router_recordings (6e1a9d3f5b27)
-            assert len(compressed) == 13
-            assert {"runs.context", "router_recordings.replies"} <= set(compressed)
+            # with runs.context (revision 01b0481bfb3f), router_recordings (6e1a9d3f5b27)
+            # and chain_checkpoints.runs (8c3f1a6e2d47)
+            assert len(compressed) == 14
+            assert {"runs.context", "router_recordings.replies", "chain_checkpoints.runs"} <= set(
+                compressed
+            )
             assert set(compressed.values()) == {"l"}
             # A document over the out-of-line threshold is stored with lz4, and reads back.
             canonical = {"tools": [{"name": f"tool-{n}", "schema": "x" * 40} for n in range(500)]}
