@@ -49,6 +49,7 @@ from app.service.plans.service import PlanService
 from app.service.runs.reads import RunViewer
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import RunResult, RunSupervisor, SupervisedRun
+from app.store.journal.chain import stored_entry
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run
@@ -251,6 +252,14 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _superseded_event(row: StoredReceipt, caller: str | None) -> dict[str, Any]:
+    event = _superseded_row(row, caller)
+    entry = stored_entry(row)
+    if entry is not None:  # the replaced row's place in the run's chain stays verifiable
+        event["detail"]["chain"] = entry
+    return event
+
+
+def _superseded_row(row: StoredReceipt, caller: str | None) -> dict[str, Any]:
     return {
         "run_id": row.run_id,
         "at": datetime.now(UTC),

@@ -4,6 +4,7 @@ committed. One backend is chosen when the service starts (`choose_backend`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -41,6 +42,9 @@ class Backend(Protocol):
     async def committed(self, batch: Batch) -> set[str] | None:
         """After a write whose outcome was unknown: None when the batch did not
         commit, else the ids of the runs whose key it claimed."""
+
+    async def read_heads(self, run_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """The runs' chain heads as committed: (length, last link) each."""
 
     async def aclose(self) -> None: ...
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.engine.ports import AuditEvent
 from app.store.journal.rows import RenderedTimes
+
+if TYPE_CHECKING:
+    from app.store.journal.chain import ChainWork
 
 Row = Mapping[str, Any]
 
@@ -32,11 +35,14 @@ class Batch:
       `seq`; `cache`: cache entries. A batch with either goes through a session.
     - `audit`: the engine's events and the service's own audit rows;
       `replaced_audit`: the audit rows recording the receipts `replaced` replaces,
-      each its own row, after the others.
+      each its own row, after the others; `audit_rows`: audit rows as stored, linked
+      (`app.store.journal.chain` turns `audit` and `replaced_audit` into them).
     - `ends`: `run_id`, `status`, `outcome`, `call_count` (None keeps the stored
       count), `finished_at`.
     - `rendered`: SQLite's datetimes already rendered for `encoded`.
     - `alone`: the batch ends the only run open.
+    - `ended`: the runs whose end the batch writes (merged into their inserts or not).
+    - `chain`: how the batch is linked (`app.store.journal.chain`).
     """
 
     claims: Sequence[tuple[Row, Row]] = ()
@@ -47,18 +53,23 @@ class Batch:
     cache: Sequence[Row] = ()
     audit: Sequence[AuditEvent | dict[str, Any]] = ()
     replaced_audit: Sequence[Row] = ()
+    audit_rows: Sequence[Row] = ()
     ends: Sequence[Row] = ()
     completions: Sequence[Row] = ()
     releases: Sequence[Row] = ()
     created_at: datetime = field(default_factory=_now)
     rendered: RenderedTimes = field(default_factory=dict, compare=False)
     alone: bool = False
+    ended: tuple[str, ...] = ()
+    chain: ChainWork | None = field(default=None, compare=False)
 
     @property
     def through_session(self) -> bool:
-        """Whether the batch replaces stored receipts or writes cache entries, which
-        go through the repositories in a session."""
-        return bool(self.replaced or self.cache)
+        """Whether the batch replaces stored receipts, writes cache entries or is
+        linked in its transaction, which go through the repositories in a session."""
+        return bool(
+            self.replaced or self.cache or (self.chain is not None and self.chain.in_transaction)
+        )
 
     @property
     def receipt_count(self) -> int:
@@ -81,6 +92,7 @@ class Batch:
             cache=(),
             audit=(),
             replaced_audit=(),
+            audit_rows=(),
             ends=(),
             completions=(),
             releases=(),

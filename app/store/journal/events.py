@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from app.engine.ports import AuditEvent, AuditKind
+from app.foundation.chain import CHAIN_COLUMNS
 from app.foundation.redaction import DEFAULT_REDACTOR, may_hold_secret
 from app.foundation.serialization import dumps
 from app.store.journal.rows import (
@@ -37,7 +38,8 @@ from app.store.repositories.audit import (
     STARTED_DETAIL,
 )
 
-_AUDIT_KEYS = frozenset(AUDIT_COLUMNS)
+# A service row's keys, when it may share a row (its chain columns are the journal's).
+_AUDIT_KEYS = frozenset(AUDIT_COLUMNS) - CHAIN_COLUMNS
 
 
 def _detail_json(detail: Any) -> str:
@@ -90,6 +92,22 @@ def audit_event_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict
     return rows
 
 
+def stored_audit_rows(events: Sequence[AuditEvent | dict[str, Any]]) -> list[dict[str, Any]]:
+    """`audit_event_rows(events)`, each `detail` redacted only when its JSON may hold
+    a secret (as `audit_event_values` does): the rows as they will be stored."""
+    rows: list[dict[str, Any]] = []
+    for item in _grouped(events):
+        if isinstance(item, list):
+            row = _shared_row(item) if len(item) > 1 else _own_row(item[0])
+        else:
+            row = _own_row(item)
+        detail = row.get("detail")
+        if may_hold_secret(dumps(detail)):
+            row = {**row, "detail": DEFAULT_REDACTOR.redact(detail)}
+        rows.append(row)
+    return rows
+
+
 def audit_event_values(
     events: Sequence[AuditEvent | dict[str, Any]], rendered: RenderedTimes | None
 ) -> list[tuple[Any, ...]]:
@@ -114,6 +132,8 @@ def audit_event_values(
                         None,
                         None,
                         entries,
+                        None,
+                        None,
                     )
                 )
                 continue
@@ -133,6 +153,8 @@ def audit_event_values(
                 event.call_key,
                 event.item_key,
                 _detail_json(dict(event.detail)),
+                None,
+                None,
             )
         )
     return values

@@ -180,6 +180,7 @@ class Pending:
         inserts, replaced, replaced_audit = self._split(rows)
         claimed_runs = [claim.run_row for claim in claims]
         alone = self._alone(rows, encoded, group.run_starts, claimed_runs, ends)
+        ended = tuple(end["run_id"] for end in ends)
         runs, claimed_runs, ends = _inserted_ended(group.run_starts, claimed_runs, ends)
         batch = Batch(
             claims=[(c.key_row, run) for c, run in zip(claims, claimed_runs, strict=True)],
@@ -196,6 +197,7 @@ class Pending:
             created_at=created_at,
             rendered=rendered,
             alone=alone,
+            ended=ended,
         )
         starts = [row["id"] for row in group.run_starts] + [c.run_row["id"] for c in claims]
         return Taken(batch, group.durable, [*claims, *repeated], starts, receipts, rows)

@@ -95,6 +95,8 @@ def receipt_values(
         started_at,
         finished_at,
         receipt.duration_ms,
+        None,  # chain_seq and chain_link: set when the batch is linked
+        None,
     )
 
 

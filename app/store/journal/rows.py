@@ -28,16 +28,20 @@ from app.store.models import AuditEvent, Base, IdempotencyKey, Receipt
 from app.store.types import UtcDateTime
 
 # The receipts' driver tuples, column for column (`records.receipt_values` makes
-# all but the last, which a batch's receipts share).
+# all but the last, which a batch's receipts share; its chain columns are None
+# until the batch is linked, `app.store.journal.chain`).
 RECEIPT_COLUMNS = (
     *("id", "run_id", "seq", "call_key", "item_key", "parallel_batch_id", "tool", "owner"),
     *("status", "output", "output_digest", "output_truncated", "error", "attempts"),
     *("cache_hit", "cache_source_receipt_id", "fingerprint", "idempotency_key"),
     *("parent_receipt_id", "control", "admission_wait_ms", "started_at", "finished_at"),
-    *("duration_ms", "created_at"),
+    *("duration_ms", "chain_seq", "chain_link", "created_at"),
 )
 # The audit rows' driver tuples (`events.audit_event_values`); the id is the database's.
-AUDIT_COLUMNS = ("run_id", "at", "kind", "caller", "tool", "call_key", "item_key", "detail")
+AUDIT_COLUMNS = (
+    *("run_id", "at", "kind", "caller", "tool", "call_key", "item_key", "detail"),
+    *("chain_seq", "chain_link"),
+)
 _ORDERS = {Receipt.__tablename__: RECEIPT_COLUMNS, AuditEvent.__tablename__: AUDIT_COLUMNS}
 
 

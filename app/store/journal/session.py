@@ -5,18 +5,21 @@ writes every batch so (`Sessions`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from app.engine.receipt import Receipt
 from app.store.journal.batch import Batch
+from app.store.journal.chain import checkpoint_in_session, link_in_session
 from app.store.journal.postgres import connection as postgres
 from app.store.journal.process import WriterProcess
 from app.store.journal.records import receipt_values
 from app.store.journal.rows import RenderedTimes
 from app.store.journal.sqlite import connection as sqlite
 from app.store.repositories.cache import CacheRepository
+from app.store.repositories.chain_heads import ChainHeadRepository
 from app.store.repositories.receipts import ReceiptRepository
 from app.store.repositories.runs import RunRepository
 
@@ -42,10 +45,12 @@ async def insert(session: AsyncSession, batch: Batch) -> set[str]:
 
 
 async def write_replacing(sessions: async_sessionmaker[AsyncSession], batch: Batch) -> set[str]:
-    """Commit a batch that replaces stored receipts or writes cache entries: its
+    """Commit a batch that replaces stored receipts, writes cache entries or is
+    linked in its transaction (`app.store.journal.chain`): it is linked, then its
     inserts, then the replacements and cache entries through their repositories,
-    then the rest, in one transaction."""
+    then the rest, then its checkpoint, in one transaction."""
     async with sessions() as session:
+        batch = await link_in_session(session, batch)
         won = await insert(session, batch.head())
         receipts = ReceiptRepository(session)
         for row in batch.replaced:
@@ -54,8 +59,17 @@ async def write_replacing(sessions: async_sessionmaker[AsyncSession], batch: Bat
         if batch.cache:
             await CacheRepository(session).put_many(batch.cache)
         await insert(session, batch.tail())
+        await checkpoint_in_session(session, batch)
         await session.commit()
     return won
+
+
+async def read_heads(
+    sessions: async_sessionmaker[AsyncSession], run_ids: Iterable[str]
+) -> dict[str, tuple[int, str]]:
+    """The runs' chain heads as committed (`ChainHeadRepository.heads`)."""
+    async with sessions() as session:
+        return await ChainHeadRepository(session).heads(run_ids, lock=False)
 
 
 async def committed(sessions: async_sessionmaker[AsyncSession], batch: Batch) -> set[str] | None:
@@ -101,6 +115,9 @@ class Sessions:
 
     async def committed(self, batch: Batch) -> set[str] | None:
         return await committed(self._sessions, batch)
+
+    async def read_heads(self, run_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+        return await read_heads(self._sessions, run_ids)
 
     async def aclose(self) -> None:
         return None

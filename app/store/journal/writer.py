@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine.ports import AuditEvent, CachedOutput
 from app.engine.receipt import Receipt
+from app.foundation.signing import CheckpointSigner
 from app.foundation.stored_output import DEFAULT_MAX_STORED_OUTPUT_BYTES
 from app.observability.receipts import (
     record_receipt_commit,
@@ -20,7 +21,9 @@ from app.observability.receipts import (
     record_writer_process_starts,
 )
 from app.store.journal.backend import Backend, choose_backend
-from app.store.journal.outage import Outage, write_durably
+from app.store.journal.batch import Batch
+from app.store.journal.chain import ChainKeeper
+from app.store.journal.outage import Outage, retry_transient, write_durably
 from app.store.journal.postgres.process import PostgresWriterProcess
 from app.store.journal.queue import Claim, Group, Pending, Taken
 from app.store.journal.sqlite.checkpoints import WalKeeper
@@ -64,6 +67,8 @@ class GroupCommitWriter:
         wal: WalKeeper | None = None,
         sqlite_process: SqliteWriterProcess | None = None,
         postgres_process: PostgresWriterProcess | None = None,
+        checkpoint_runs: int = 100,
+        checkpoint_signer: CheckpointSigner | None = None,
     ) -> None:
         self._backend: Backend = choose_backend(
             sessions, sqlite_process=sqlite_process, postgres_process=postgres_process
@@ -86,6 +91,7 @@ class GroupCommitWriter:
         self._barriers: list[asyncio.Future[None]] = []
         self._listeners: list[Callable[[Sequence[dict[str, Any]]], None]] = []
         self._outage = Outage()
+        self._chain = ChainKeeper(checkpoint_runs, checkpoint_signer)
 
     def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
         """Call `listener` with each batch's receipt rows (redacted) once they are committed."""
@@ -172,6 +178,7 @@ class GroupCommitWriter:
             return _closed()
         group.run_starts.append(row)
         self._pending.open_runs.add(row["id"])
+        self._chain.started(row["id"])
         return group.durable
 
     def claim_run(self, key_row: dict[str, Any], run_row: dict[str, Any]) -> asyncio.Future[bool]:
@@ -187,6 +194,7 @@ class GroupCommitWriter:
         claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         group.claims.append(Claim(key_row, run_row, claimed))
         self._pending.open_runs.add(run_row["id"])
+        self._chain.started(run_row["id"])
         return claimed
 
     def complete_key(self, row: dict[str, Any]) -> asyncio.Future[None]:
@@ -344,6 +352,7 @@ class GroupCommitWriter:
         self._wake.set()
         if self._task is not None:
             await self._task
+        await self._write_last_checkpoint()
         await self._backend.aclose()
         self._release_room()
 
@@ -390,7 +399,8 @@ class GroupCommitWriter:
         taken = self._pending.take()
         started = perf_counter()
         try:
-            won = await write_durably(self._backend, taken.batch, self._outage)
+            batch = await self._linked(taken.batch)
+            won = await write_durably(self._backend, batch, self._outage)
         except Exception as exc:  # resolved into every waiting plan, which reports it
             record_receipt_commit(taken.count, perf_counter() - started, ok=False)
             logger.error("group commit of %d receipts failed: %s", taken.count, exc)
@@ -399,10 +409,37 @@ class GroupCommitWriter:
         finally:
             self._outage.end()
             self._count_process_starts()
+        self._chain.committed(batch)
         record_receipt_commit(taken.count, perf_counter() - started, ok=True)
         if self._wal is not None:
             self._wal.note_commit()
         self._resolve(taken, won)
+
+    async def _linked(self, batch: Batch) -> Batch:
+        """The batch with its chain columns (or marked to get them in its transaction)."""
+        unknown = self._chain.unknown_runs(batch)
+        if unknown:
+            backend = self._backend
+
+            async def read() -> dict[str, tuple[int, str]]:
+                return await backend.read_heads(unknown)
+
+            self._chain.read(await retry_transient(read, "reading chain heads"))
+        return self._chain.prepare(batch)
+
+    async def _write_last_checkpoint(self) -> None:
+        """At close: a checkpoint of the runs ended since the last one."""
+        batch = self._chain.final()
+        if batch is None:
+            return
+        try:
+            await write_durably(self._backend, batch, self._outage)
+        except Exception as exc:
+            logger.error("the last chain checkpoint could not be written: %s", exc)
+            return
+        finally:
+            self._outage.end()
+        self._chain.committed(batch)
 
     def _fail(self, taken: Taken, exc: Exception) -> None:
         self._pending.forget_unstarted(taken.starts)

@@ -29,6 +29,7 @@ from app.store.journal.postgres.encoding import (
     Encoded,
     batch_json,
 )
+from app.store.journal.rows import RECEIPT_COLUMNS as RECEIPT_ORDER
 from app.store.journal.rows import encode, layout_of
 from app.store.journal.session import insert as journal_insert
 from app.store.journal.session import write_on
@@ -261,7 +262,11 @@ async def test_receipts_as_the_group_commit_queues_them_are_stored_as_their_rows
 
 
 def test_receipts_encoded_for_postgresql_go_by_copy_from_the_threshold_asked() -> None:
-    rows = [{**receipt_row("run-1", seq), "created_at": T0} for seq in range(3)]
+    unchained = {"chain_seq": None, "chain_link": None, "created_at": T0}
+    rows = [
+        {name: {**receipt_row("run-1", seq), **unchained}[name] for name in RECEIPT_ORDER}
+        for seq in range(3)
+    ]
     values = [encoded[:-1] for encoded in encode(layout_of(Receipt), rows)]
     json_step = Encoded(layout_of(Receipt), values, T0, copy_min_rows=4)
     copy_step = Encoded(layout_of(Receipt), values, T0, copy_min_rows=3)

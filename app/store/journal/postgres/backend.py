@@ -3,6 +3,7 @@ next, or in the PostgreSQL writer process."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -16,7 +17,7 @@ from app.store.journal.postgres.process import PostgresStatementFailed, Postgres
 from app.store.journal.process import WriterProcessGone
 from app.store.journal.records import receipt_values
 from app.store.journal.rows import RenderedTimes
-from app.store.journal.session import committed, write_replacing
+from app.store.journal.session import committed, read_heads, write_replacing
 
 
 class PostgresConnection:
@@ -49,6 +50,10 @@ class PostgresConnection:
     async def committed(self, batch: Batch) -> set[str] | None:
         await self.aclose()
         return await committed(self._sessions, batch)
+
+    async def read_heads(self, run_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+        await self.aclose()
+        return await read_heads(self._sessions, run_ids)
 
     async def _connection(self) -> AsyncConnection:
         """The held connection, connected anew when there is none."""
@@ -107,6 +112,9 @@ class PostgresProcess:
 
     async def committed(self, batch: Batch) -> set[str] | None:
         return await committed(self._sessions, batch)
+
+    async def read_heads(self, run_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+        return await read_heads(self._sessions, run_ids)
 
     async def aclose(self) -> None:
         return None

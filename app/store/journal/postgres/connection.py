@@ -66,7 +66,7 @@ def steps(batch: Batch, claimed: set[str], *, audit_tuples: bool = False) -> lis
         aware(batch.created_at)
         least = copy_min_rows([values[_RUN_ID] for values in batch.encoded])
         found.append(Encoded(layout_of(Receipt), batch.encoded, batch.created_at, least))
-    if batch.audit or batch.replaced_audit:
+    if batch.audit or batch.audit_rows or batch.replaced_audit:
         found.append(_audit(batch, audit_tuples))
     if batch.ends:
         found.append(Ends(batch.ends))
@@ -81,9 +81,10 @@ def _audit(batch: Batch, as_tuples: bool) -> Step:
     audit = layout_of(AuditEvent)
     if as_tuples:
         values = audit_event_values(batch.audit, None)
+        values.extend(encode(audit, batch.audit_rows))
         values.extend(encode(audit, batch.replaced_audit))
         return Tuples(audit, values)
-    return Insert(audit, [*audit_event_rows(batch.audit), *batch.replaced_audit])
+    return Insert(audit, [*audit_event_rows(batch.audit), *batch.audit_rows, *batch.replaced_audit])
 
 
 async def write_on(connection: AsyncConnection, batch: Batch, *, commit: bool) -> set[str]:

@@ -58,9 +58,10 @@ def statements(batch: Batch, claimed: set[str]) -> list[SqliteStatement]:
         if not isinstance(encoded[0][_STARTED_AT], str):  # kept as PostgreSQL takes them
             encoded = [_rendered(values, rendered) for values in encoded]
         found.append((receipts.insert_sql, [values + created for values in encoded]))
-    if batch.audit or batch.replaced_audit:
+    if batch.audit or batch.audit_rows or batch.replaced_audit:
         audit = layout_of(AuditEvent)
         values = audit_event_values(batch.audit, rendered)
+        values.extend(encode(audit, batch.audit_rows, rendered))
         values.extend(encode(audit, batch.replaced_audit, rendered))
         found.append((audit.insert_sql, values))
     if batch.ends:
