@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from app.api.auth import KeysError, UnsafeBindError, check_open_bind, create_key, load_keys
 from app.contract import Contract, RegistryError, load_contract
 from app.database_command import CommandFailed, read_database, run_on_database
+from app.foundation.signing import SigningKeyError
 from app.serving import STARTUP_FAILURE, ServiceServer, ServingFailed
 from app.settings import Settings
 from app.store.database import check_database, create_database_engine, is_sqlite_url
@@ -263,6 +264,7 @@ async def _prepare_database(url: str) -> None:
 
 def _serve(settings: Settings) -> int:
     from app.observability.logging import configure_logging
+    from app.service.runtime import checkpoint_signer
 
     if settings.workers > 1 and is_sqlite_url(settings.database_url):
         return _fail(
@@ -273,7 +275,8 @@ def _serve(settings: Settings) -> int:
         check_open_bind(settings.host, settings.api_keys is not None)
         if settings.api_keys is not None:
             load_keys(settings.api_keys)
-    except (UnsafeBindError, KeysError) as exc:
+        checkpoint_signer(settings)
+    except (UnsafeBindError, KeysError, SigningKeyError) as exc:
         return _fail(f"refusing to start: {exc}")
     if settings.executor == "temporal":
         problem = _temporal_problem(settings)

@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     # PostgreSQL: the group commit's transactions are written by a process of their
     # own (app.store.journal.postgres.process); off, on the event loop through a connection.
     postgres_writer_process: bool = True
+    # The receipt log's hash chain: a checkpoint of ended runs' heads once this many
+    # runs ended since the last one (and on the first end of a new UTC day, and at
+    # shutdown), signed with this Ed25519 private key (PEM, PKCS8) when one is named.
+    chain_checkpoint_runs: int = Field(default=100, ge=1)
+    checkpoint_signing_key: str | None = None
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     instance_stale_after_s: float = Field(default=20.0, gt=0)
     # 0: a database that does not answer at start is a one-line error and exit 1.

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contract import Contract
 from app.engine import CallPipeline, Engine, PlanLimits, RemoteTools
+from app.foundation.signing import CheckpointSigner, load_signer
 from app.observability.calls import MeteredSinks
 from app.observability.exposition import forget_this_process
 from app.observability.tracing import Tracing
@@ -205,6 +206,8 @@ async def open_runtime(
         wal=checkpointer,
         sqlite_process=sqlite_process,
         postgres_process=postgres_process,
+        checkpoint_runs=settings.chain_checkpoint_runs,
+        checkpoint_signer=checkpoint_signer(settings),
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
@@ -456,3 +459,11 @@ async def _keep_alive(runtime: Runtime) -> None:
             )
         except SQLAlchemyError as exc:
             logger.warning("heartbeat failed: %s", exc)
+
+
+def checkpoint_signer(settings: Settings) -> CheckpointSigner | None:
+    """The operator's key for the chain's checkpoints, when one is configured;
+    raises SigningKeyError (saying why) for a key that cannot be used."""
+    if settings.checkpoint_signing_key is None:
+        return None
+    return load_signer(settings.checkpoint_signing_key)
