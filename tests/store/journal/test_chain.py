@@ -62,12 +62,8 @@ async def stored_chain(engine: AsyncEngine, chain_id: str) -> tuple[list[Entry],
         Entry(row.chain_seq, row_digest(AUDIT_EVENTS, _columns(row)), row.chain_link)
         for row in audit
     ]
-    superseded = [
-        Entry(
-            row.detail["chain"]["seq"], row.detail["chain"]["digest"], row.detail["chain"]["link"]
-        )
-        for row in audit
-    ]
+    formers = [row.detail.get("chain") for row in audit if isinstance(row.detail, dict)]
+    superseded = [Entry(f["seq"], f["digest"], f["link"]) for f in formers if f is not None]
     return entries, superseded
 
 
