@@ -45,6 +45,18 @@ def canonical_json(value: Any) -> bytes:
     return orjson.dumps(_normalize(value), option=orjson.OPT_SORT_KEYS)
 
 
+def sorted_json(value: Any) -> bytes:
+    """Compact JSON with sorted keys, numbers as orjson writes them (a float keeps
+    its `.0`): one byte form for a value read back from JSON text as for the value
+    it was written from, without `canonical_json`'s walk through the value. A value
+    orjson refuses (integers beyond 64 bits, keys that are not strings) is written
+    by `canonical_json`."""
+    try:
+        return _dumps(value, option=_SORT_KEYS)
+    except TypeError:
+        return canonical_json(value)
+
+
 def sha256_digest(data: bytes) -> str:
     if len(data) <= _SMALL:
         digest: str = _small_sha256(data).hexdigest()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from app.foundation.canonical import canonical_json
+from app.foundation.canonical import canonical_json, sorted_json
 
 RECEIPTS = "receipts"
 AUDIT_EVENTS = "audit_events"
@@ -40,6 +40,8 @@ _TIMES = {
 }
 # Boolean columns, which SQLite's driver gives back as 0 and 1.
 _BOOLEANS = {RECEIPTS: frozenset({"output_truncated", "cache_hit"}), AUDIT_EVENTS: frozenset()}
+# Float columns: a whole number reads back as a float whatever it was written as.
+_FLOATS = {RECEIPTS: frozenset({"admission_wait_ms", "duration_ms"}), AUDIT_EVENTS: frozenset()}
 
 _CHAIN_GENESIS_PREFIX = b"toolloop-chain-v1\x00"
 CHECKPOINT_GENESIS = hashlib.sha256(b"toolloop-checkpoints-v1").hexdigest()
@@ -63,22 +65,28 @@ def _time_value(value: Any) -> Any:
 
 
 def entry_content(table: str, row: Mapping[str, Any]) -> bytes:
-    """The canonical bytes of a row: its table and its columns but the chain's own
-    and the database-assigned ones. A row read back from either database (times as
-    datetimes or SQLite text, booleans as 0/1) gives the bytes it was written with."""
+    """The bytes of a row: its table and its columns but the chain's own and the
+    database-assigned ones, as compact JSON with sorted keys (`sorted_json`; JSON
+    columns as their values). A row read back from either database (times as
+    datetimes or SQLite text, booleans as 0/1, floats as floats) gives the bytes it
+    was written with."""
     times = _TIMES[table]
     booleans = _BOOLEANS[table]
+    floats = _FLOATS[table]
     skipped = _ASSIGNED[table]
     document: dict[str, Any] = {"table": table}
     for name, value in row.items():
         if name in CHAIN_COLUMNS or name in skipped:
             continue
-        if name in times:
-            value = _time_value(value)
-        elif name in booleans and value is not None:
-            value = bool(value)
+        if value is not None:
+            if name in times:
+                value = _time_value(value)
+            elif name in booleans:
+                value = bool(value)
+            elif name in floats:
+                value = float(value)
         document[name] = value
-    return canonical_json(document)
+    return sorted_json(document)
 
 
 def entry_digest(content: bytes) -> str:

@@ -60,7 +60,7 @@ def digests(count: int) -> list[str]:
 def test_content_is_canonical_json_with_the_table_and_rfc3339_times() -> None:
     content = entry_content(RECEIPTS, receipt_row())
     assert content == (
-        b'{"admission_wait_ms":0,"cache_hit":true,"created_at":"2026-12-07T12:30:45.123456Z",'
+        b'{"admission_wait_ms":0.0,"cache_hit":true,"created_at":"2026-12-07T12:30:45.123456Z",'
         b'"finished_at":null,"id":"rcp_1","output":{"a":[1.5,null],"b":1},'
         b'"output_truncated":false,"run_id":"run_1","seq":1,'
         b'"started_at":"2026-12-07T12:30:45.123456Z","table":"receipts"}'
@@ -92,6 +92,16 @@ def test_audit_ids_are_not_content_but_receipt_ids_are() -> None:
     audit = {"id": 7, "run_id": None, "at": AT, "kind": "k", "detail": {}}
     assert entry_content(AUDIT_EVENTS, audit) == entry_content(AUDIT_EVENTS, {**audit, "id": 8})
     assert row_digest(RECEIPTS, receipt_row()) != row_digest(RECEIPTS, receipt_row(id="rcp_2"))
+
+
+def test_numbers_keep_their_form_and_float_columns_read_back_as_floats() -> None:
+    as_float = row_digest(RECEIPTS, receipt_row(output={"n": 2.0}))
+    assert as_float != row_digest(RECEIPTS, receipt_row(output={"n": 2}))
+    assert row_digest(RECEIPTS, receipt_row(admission_wait_ms=0)) == row_digest(
+        RECEIPTS, receipt_row(admission_wait_ms=0.0)
+    )
+    huge = {"n": 2**70}  # beyond orjson's integers: written exactly all the same
+    assert b'"n":1180591620717411303424' in entry_content(RECEIPTS, receipt_row(output=huge))
 
 
 def test_the_table_is_part_of_the_content() -> None:

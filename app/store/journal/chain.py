@@ -39,7 +39,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.engine.ports import AuditEvent
-from app.foundation.canonical import canonical_json
+from app.foundation.canonical import sorted_json
 from app.foundation.chain import (
     AUDIT_EVENTS,
     DAY_CHAIN_PREFIX,
@@ -71,6 +71,7 @@ _CHAIN_SEQ = RECEIPT_COLUMNS.index("chain_seq")
 _RECEIPT_NAMES = RECEIPT_COLUMNS[:_CHAIN_SEQ]
 _RECEIPT_JSON = frozenset(("output", "error", "control"))
 _RECEIPT_TIMES = frozenset(("started_at", "finished_at"))
+_RECEIPT_FLOATS = frozenset(("admission_wait_ms", "duration_ms"))
 _JSON_COLUMNS = {RECEIPTS: _RECEIPT_JSON, AUDIT_EVENTS: frozenset(("detail",))}
 
 
@@ -123,8 +124,10 @@ def encoded_receipt_digest(values: Sequence[Any], created_at: str) -> str:
                 value = loads(value)
             elif name in _RECEIPT_TIMES:
                 value = _time_text(value)
+            elif name in _RECEIPT_FLOATS:
+                value = float(value)
         document[name] = value
-    return entry_digest(canonical_json(document))
+    return entry_digest(sorted_json(document))
 
 
 def row_digest(table: str, row: Mapping[str, Any]) -> str:
