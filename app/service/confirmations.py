@@ -136,6 +136,7 @@ class ConfirmationService:
             {"decision": REFUSED if changed else decision, "reason": shown_reason},
         )
         if changed:
+            self.plans.writer.run_ended(run_id)  # closed in the decision's transaction
             raise ConfirmationContractChanged(
                 "the contract changed since this confirmation was requested "
                 f"({target.contract_hash} -> {contract.hash}); the approval is refused "
@@ -180,6 +181,7 @@ class ConfirmationService:
                 confirmation,
                 {"decision": REFUSED, "reason": reason},
             )
+        self.plans.writer.run_ended(run_id)
         return CANCELLED
 
     async def expire(self, now: datetime | None = None) -> int:

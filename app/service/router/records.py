@@ -107,7 +107,9 @@ async def record_router_result(
                 )
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
-    if not isinstance(result, Finished):
+    if isinstance(result, Finished):
+        writer.run_ended(run_id)
+    else:
         record_confirmation("requested", len(result.calls))
 
 
@@ -119,8 +121,10 @@ async def record_router_stopped(
     outcome: dict[str, Any],
     call_count: int | None = None,
     recording: StretchRecording | None = None,
+    writer: GroupCommitWriter | None = None,
 ) -> None:
-    """Keep the end of a run stopped from outside (cancelled, interrupted, closed)."""
+    """Keep the end of a run stopped from outside (cancelled, interrupted, closed);
+    the `writer` is told the run ended (`GroupCommitWriter.run_ended`)."""
     try:
         async with sessions.begin() as session:
             if recording is not None:
@@ -131,6 +135,8 @@ async def record_router_stopped(
             await RouterRunRepository(session).release(run_id)
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's end could not be recorded: {exc}") from exc
+    if writer is not None:
+        writer.run_ended(run_id)
 
 
 def closed_outcome(

@@ -222,6 +222,7 @@ class RouterService:
                 call_key=call_key,
             )
         sink.record("router.run_stopped", {"status": CANCELLED, "was": PENDING})
+        self.writer.run_ended(run_id)
         return CANCELLED
 
     # -- internals ------------------------------------------------------------

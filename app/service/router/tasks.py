@@ -101,7 +101,11 @@ class RouterTask:
         if self._closed is not None:
             closed = closed_outcome(self._last_outcome, self._closed)
             await record_router_stopped(
-                self._sessions, self.run_id, status=closed["status"], outcome=closed
+                self._sessions,
+                self.run_id,
+                status=closed["status"],
+                outcome=closed,
+                writer=self._writer,
             )
             return RunResult(self.run_id, closed["status"], closed, lambda: closed)
         result, run = self._result, self._run
@@ -131,6 +135,7 @@ class RouterTask:
             outcome=outcome,
             call_count=len(rows),
             recording=None if self._run is None else _recording(self._run),
+            writer=self._writer,
         )
         return RunResult(self.run_id, status, outcome, lambda: outcome)
 

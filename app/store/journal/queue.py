@@ -74,6 +74,8 @@ class Group:
     )
     completions: list[dict[str, Any]] = field(default_factory=list)
     releases: list[dict[str, Any]] = field(default_factory=list)
+    # Runs ended outside the writer (`GroupCommitWriter.run_ended`), for the chain.
+    ended_elsewhere: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -180,7 +182,7 @@ class Pending:
         inserts, replaced, replaced_audit = self._split(rows)
         claimed_runs = [claim.run_row for claim in claims]
         alone = self._alone(rows, encoded, group.run_starts, claimed_runs, ends)
-        ended = tuple(end["run_id"] for end in ends)
+        ended = tuple(end["run_id"] for end in ends) + tuple(group.ended_elsewhere)
         runs, claimed_runs, ends = _inserted_ended(group.run_starts, claimed_runs, ends)
         batch = Batch(
             claims=[(c.key_row, run) for c, run in zip(claims, claimed_runs, strict=True)],

@@ -296,6 +296,14 @@ class GroupCommitWriter:
 
         claimed.add_done_callback(claimed_done)
 
+    def run_ended(self, run_id: str) -> None:
+        """A run ended outside the writer (its end written in a session of the
+        service's): its chain's head as of the rows queued so far goes to the next
+        checkpoint, as a run ended through `end_run` does."""
+        group = self._join()
+        if group is not None:
+            group.ended_elsewhere.append(run_id)
+
     def emit(self, event: AuditEvent) -> None:
         self._queue_audit(event)
 
