@@ -17,6 +17,9 @@ from tests.api import plan_tools
 from tests.api.plan_registry import REGISTRY
 from tests.support.app import AppFactory, stored_receipts
 
+# Every run these tests make leaves its hash chain intact (`tests.support.chain_check`).
+pytestmark = pytest.mark.usefixtures("chains_intact")
+
 
 @pytest.fixture(autouse=True)
 def _fresh_tool_counters() -> Iterator[None]:

@@ -13,6 +13,7 @@ from app.api.app import create_app
 from app.settings import Settings
 from tests.router import router_tools
 from tests.support.app import AppFactory
+from tests.support.chain_check import assert_chains_intact
 from tests.support.fake_llm import FakeLLM, serve
 
 
@@ -56,3 +57,11 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield client
+
+
+@pytest.fixture
+async def chains_intact(database_url: str) -> AsyncIterator[None]:
+    """After the test (its apps closed): every hash chain in its database recomputes
+    from the rows as stored, and the checkpoints chain (`tests.support.chain_check`)."""
+    yield
+    await assert_chains_intact(database_url)

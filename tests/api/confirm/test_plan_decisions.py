@@ -4,6 +4,7 @@ a rejection gives a `denied` receipt and skips the rest of its sequence or lane.
 from __future__ import annotations
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.store.repositories.router_runs import RouterRunRepository
@@ -17,6 +18,9 @@ from tests.api.confirm.support import (
     stored_confirmations,
 )
 from tests.support.app import settled, stored_audit
+
+# Every run these tests make leaves its hash chain intact (`tests.support.chain_check`).
+pytestmark = pytest.mark.usefixtures("chains_intact")
 
 SECRET = "sk-abcdefghijklmnopqrstuvwxyz"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.settings import Settings
@@ -19,6 +20,9 @@ from tests.router.registry import REGISTRY, write_registry
 from tests.support.app import running, settled, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 from tests.support.waiting import wait_for
+
+# Every run these tests make leaves its hash chain intact (`tests.support.chain_check`).
+pytestmark = pytest.mark.usefixtures("chains_intact")
 
 SECRET_TITLE = "launch sk-abcdefghijklmnopqrstuvwxyz"
 

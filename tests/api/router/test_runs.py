@@ -15,6 +15,9 @@ from tests.router.http_support import OUTCOME_KEYS, router_settings, run_body
 from tests.support.app import running, stored_audit, stored_receipts, stored_run
 from tests.support.fake_llm import FakeLLM, anthropic_text, openai_calls, openai_text, serve
 
+# Every run these tests make leaves its hash chain intact (`tests.support.chain_check`).
+pytestmark = pytest.mark.usefixtures("chains_intact")
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "registries"
 
 
