@@ -25,6 +25,8 @@ from tests.support.app import stored_receipts, stored_run
 from tests.support.waiting import wait_for
 
 ASYNC = {"Prefer": "respond-async"}
+# Replaced receipts stay verifiable (`tests.support.chain_check`).
+pytestmark = pytest.mark.usefixtures("chains_intact")
 
 
 @pytest.fixture
