@@ -106,6 +106,29 @@ def test_serve_answers_tools_over_real_http(tmp_path: Path) -> None:
     assert (tmp_path / "toolloop.db").exists()
 
 
+def test_serve_refuses_a_checkpoint_signing_key_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "key.pem").write_text("not a key")
+    monkeypatch.setenv("TOOLLOOP_CHECKPOINT_SIGNING_KEY", str(tmp_path / "key.pem"))
+    database = tmp_path / "never.db"
+    code = main(
+        [
+            "serve",
+            "--registry",
+            str(EXAMPLE_REGISTRY),
+            "--database-url",
+            f"sqlite+aiosqlite:///{database}",
+        ]
+    )
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "refusing to start" in err[0]
+    assert "not an unencrypted PEM private key" in err[0]
+    assert not database.exists()
+
+
 def test_serve_refuses_to_bind_beyond_loopback_without_keys(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
