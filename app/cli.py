@@ -196,7 +196,31 @@ def _build_parser() -> argparse.ArgumentParser:
     imported.add_argument(
         "--timeout-s", type=float, default=30.0, help="how long to wait for the server"
     )
+    _audit_commands(commands)
     return parser
+
+
+def _audit_commands(commands: Any) -> None:
+    from app.audit_verify_command import add_arguments
+
+    audit = commands.add_parser("audit", help="the tamper-evident receipt log")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    export = audit_commands.add_parser(
+        "export",
+        help="write a run's chained receipts and audit rows, or those of the runs created "
+        "in a window, with their checkpoints, to a bundle (JSON lines)",
+    )
+    export.add_argument("run_id", nargs="?", help="the run to export")
+    export.add_argument("--since", type=_instant, help="runs created at or after (RFC 3339)")
+    export.add_argument("--until", type=_instant, help="runs created before (RFC 3339)")
+    export.add_argument("--out", type=Path, required=True, metavar="FILE", help="the bundle")
+    _settings_flags(export, registries=False)
+    verify = audit_commands.add_parser(
+        "verify",
+        help="check a bundle offline, with no database: exit 0 intact, 1 problems found, "
+        "2 unreadable",
+    )
+    add_arguments(verify)
 
 
 def _instant(value: str) -> datetime:
@@ -439,6 +463,26 @@ def _policy_backtest(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
+    from app.audit_export_command import export
+    from app.service.evidence.export import RunSelection, Selection, WindowSelection
+
+    if (args.run_id is None) == (args.since is None):
+        return _fail("audit export takes a RUN_ID or --since, one of them")
+    if args.until is not None and args.since is None:
+        return _fail("--until goes with --since")
+    selection: Selection = (
+        RunSelection(args.run_id)
+        if args.run_id is not None
+        else WindowSelection(args.since, args.until)
+    )
+    status, text = asyncio.run(export(settings, selection, args.out))
+    if status != 0:
+        return _fail(text)
+    print(text, file=sys.stderr)
+    return 0
+
+
 def _keys_create(settings: Settings, name: str, scopes: Sequence[str]) -> int:
     if settings.api_keys is None:
         return _fail("no keys file: use --api-keys PATH or TOOLLOOP_API_KEYS")
@@ -458,6 +502,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _registry_import_mcp(args)
     if args.command == "registry":
         return _registry_check(args.paths, args.allowed_modules)
+    if args.command == "audit" and args.audit_command == "verify":
+        from app.audit_verify_command import run
+
+        return run(args)
     try:
         settings = _settings(args)
     except ValidationError as exc:
@@ -472,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _router_replay(settings, args.source, args.save_cassette)
     if args.command == "policy":
         return _policy_backtest(settings, args)
+    if args.command == "audit":
+        return _audit_export(settings, args)
     return _db_upgrade(settings)
 
 

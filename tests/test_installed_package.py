@@ -165,3 +165,43 @@ def test_installed_wheel_replays_the_tour_cassette_with_no_model(
     answer = json.loads(replayed.stdout)
     assert answer["status"] == "done"
     assert answer["replay"]["matches"] is True
+
+
+def test_installed_wheel_exports_a_bundle_that_verifies_with_no_database(
+    installed: Path, elsewhere: Path, database_url: str
+) -> None:
+    env = {**clean_environment(), "TOOLLOOP_DATABASE_URL": database_url}
+    server = ServerProcess(
+        elsewhere,
+        ["--registry", "registry.yml"],
+        env=env,
+        program=(str(installed / "toolloop"),),
+    )
+    try:
+        server.wait_until_answering()
+        run_id = str(run_plan(server.base)["plan_id"])
+    finally:
+        server.stop()
+    exported = subprocess.run(
+        [str(installed / "toolloop"), "audit", "export", run_id, "--out", "run.jsonl"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert exported.returncode == 0, exported.stderr
+    offline = elsewhere / "offline"
+    offline.mkdir()
+    shutil.move(elsewhere / "run.jsonl", offline / "run.jsonl")
+
+    verified = subprocess.run(
+        [str(installed / "toolloop"), "audit", "verify", "run.jsonl"],
+        cwd=offline,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+    )
+
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.startswith("intact: 1 chain(s)")
+    assert [path.name for path in offline.iterdir()] == ["run.jsonl"]

@@ -1,4 +1,4 @@
-"""`GET /runs`, `GET /runs/{run_id}` and the run's receipts and audit events.
+"""`GET /runs`, `GET /runs/{run_id}`, the run's receipts and audit events, and its proof.
 
 A key sees only the runs it created unless it holds `runs:read:all` (or
 `admin`); anyone else's run answers 404, as if it did not exist. A run's
@@ -28,6 +28,7 @@ from app.api.pagination import (
 )
 from app.api.query_params import KnownQueryOnly
 from app.api.responses import FastJSONResponse
+from app.api.schemas.proof import ProofOut
 from app.api.schemas.runs import (
     DEFAULT_PAGE,
     DEFAULT_RUN_PAGE,
@@ -47,6 +48,7 @@ from app.api.schemas.runs import (
     Text,
     Until,
 )
+from app.service.evidence.proof import ProofService
 from app.service.runs.reads import ReadService, RunFilters
 
 # An audit cursor names an event id. An earlier version's ids counted two to a
@@ -149,3 +151,17 @@ async def list_run_audit(
         run_id, viewer, limit=limit, after_id=after
     )
     return page_answer(listing, partial(position_cursor, AUDIT_LISTING))
+
+
+@router.get(
+    "/{run_id}/proof",
+    operation_id="getRunProof",
+    response_class=FastJSONResponse,
+    responses={200: {"model": ProofOut}, **RUN_PROBLEMS},
+)
+async def get_run_proof(
+    runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath, _known: KnownQueryOnly = None
+) -> FastJSONResponse:
+    """The run's hash chain: every chained row's recomputed digest and stored link, the
+    checkpoints from the first that holds the run to the latest, and the check of both."""
+    return FastJSONResponse(await ProofService(runtime.sessions).proof(run_id, viewer))

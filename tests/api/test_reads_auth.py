@@ -58,6 +58,7 @@ def _paths(run_id: str) -> list[str]:
         f"/runs/{run_id}",
         f"/runs/{run_id}/receipts",
         f"/runs/{run_id}/audit",
+        f"/runs/{run_id}/proof",
     ]
 
 

@@ -1,0 +1,1 @@
+"""The hash chain's read side: a run's proof, and audit bundles to verify offline."""

@@ -1,0 +1,221 @@
+"""`toolloop audit export` and `toolloop audit verify` end to end, with `GET /runs/{id}/proof`
+beside them: runs written through the service on both databases, their stored rows then
+changed, removed, reordered or inserted by SQL; every change is found by both."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+from fastapi import FastAPI
+
+from app.settings import Settings
+from tests.evidence_support import TAMPERS, change_audit_detail, export, tamper, verify, write_runs
+from tests.router.http_support import router_settings
+from tests.support.app import running
+from tests.support.fake_llm import FakeLLM
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tools(fresh_router_tools: None) -> None:
+    """The router test tools start fresh."""
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path, model_url: str) -> Settings:
+    # A checkpoint at every run's end: each run's length and head are vouched for.
+    return router_settings(database_url, tmp_path, model_url, chain_checkpoint_runs=1)
+
+
+async def test_untouched_runs_verify_over_http_and_offline(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    model: FakeLLM,
+    database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plan_id, router_id = await write_runs(app, client, model)
+
+    for run_id in (plan_id, router_id):
+        proof = (await client.get(f"/runs/{run_id}/proof")).json()
+        assert proof["check"] == {"intact": True, "problems": [], "notes": proof["check"]["notes"]}
+        assert proof["length"] == len(proof["entries"]) > 0
+        assert [e["position"] for e in proof["entries"]] == list(range(1, proof["length"] + 1))
+        assert proof["head"] == proof["entries"][-1]["link"]
+        assert proof["unchained"] == 0
+        assert proof["checkpoint"] is not None
+        assert any(held["run_id"] == run_id for held in proof["checkpoint"]["runs"])
+        bundle = tmp_path / f"{run_id}.jsonl"
+        assert await export(database_url, bundle, run_id) == 0
+        status, lines = verify(bundle, capsys)
+        assert status == 0, lines
+        assert lines[0].startswith("intact: 1 chain(s)")
+        assert not any("no checkpoint covers" in line for line in lines)
+
+
+@pytest.mark.parametrize("change", TAMPERS.values(), ids=TAMPERS.keys())
+async def test_a_tampered_plan_run_is_found_over_http_and_offline(
+    change: object,
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    model: FakeLLM,
+    database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plan_id, router_id = await write_runs(app, client, model)
+    await tamper(app, plan_id, change)  # type: ignore[arg-type]
+
+    check = (await client.get(f"/runs/{plan_id}/proof")).json()["check"]
+    assert check["intact"] is False
+    assert check["problems"]
+    assert all(problem.startswith(plan_id) for problem in check["problems"])
+    untouched = (await client.get(f"/runs/{router_id}/proof")).json()["check"]
+    assert untouched["intact"] is True
+
+    bundle = tmp_path / "plan.jsonl"
+    assert await export(database_url, bundle, plan_id) == 0
+    status, lines = verify(bundle, capsys)
+    assert status == 1
+    problems = [line for line in lines if line.startswith("problem: ")]
+    assert problems == [f"problem: {problem}" for problem in check["problems"]]
+
+
+async def test_a_tampered_router_run_is_found_in_a_window_s_bundle(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    model: FakeLLM,
+    database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plan_id, router_id = await write_runs(app, client, model)
+    window = tmp_path / "window.jsonl"
+    assert await export(database_url, window, "--since", "2000-01-01T00:00:00Z") == 0
+    assert verify(window, capsys)[0] == 0
+    header = json.loads(window.read_text().splitlines()[0])
+    assert {plan_id, router_id} <= set(header["chains"])
+
+    await tamper(app, router_id, change_audit_detail)
+
+    assert await export(database_url, window, "--since", "2000-01-01T00:00:00Z") == 0
+    status, lines = verify(window, capsys)
+    assert status == 1
+    assert [line for line in lines if line.startswith("problem: ")]
+    assert all(router_id in line for line in lines if line.startswith("problem: "))
+
+
+async def test_a_bundle_verifies_in_a_process_with_no_database_nor_service_imports(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    model: FakeLLM,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    plan_id, _ = await write_runs(app, client, model)
+    bundle = tmp_path / "plan.jsonl"
+    assert await export(database_url, bundle, plan_id) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLLOOP_")}
+    toolloop = Path(sys.executable).parent / "toolloop"
+
+    verified = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-X", "importtime", str(toolloop), "audit", "verify", str(bundle)],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.startswith("intact: 1 chain(s)")
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in verified.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "app" in imported
+    assert not imported & {"sqlalchemy", "fastapi", "pydantic", "starlette", "alembic"}
+    assert not list(elsewhere.iterdir())  # no database file made
+
+
+def test_verify_says_an_unreadable_bundle_is_one(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"format": "something-else", "version": 1}\n')
+    for path, said in ((broken, "not an audit bundle"), (tmp_path / "missing", "cannot read")):
+        verified = subprocess.run(
+            [sys.executable, "-m", "app.entry_point", "audit", "verify", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        assert verified.returncode == 2
+        assert verified.stdout == ""
+        assert said in verified.stderr
+        assert "Traceback" not in verified.stderr
+        assert len(verified.stderr.splitlines()) == 1
+
+
+def _key_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    """(private key PEM, public key PEM) files of a new Ed25519 key."""
+    key = Ed25519PrivateKey.generate()
+    private = directory / f"{name}.pem"
+    public = directory / f"{name}.pub.pem"
+    private.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    public.write_bytes(
+        key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    )
+    return private, public
+
+
+async def test_signed_checkpoints_verify_with_their_key_and_fail_with_another(
+    database_url: str,
+    tmp_path: Path,
+    model: FakeLLM,
+    model_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    private, public = _key_pair(tmp_path, "operator")
+    _, stranger = _key_pair(tmp_path, "stranger")
+    settings = router_settings(
+        database_url,
+        tmp_path,
+        model_url,
+        chain_checkpoint_runs=1,
+        checkpoint_signing_key=private,
+    )
+    async with running(settings) as (app, client):
+        plan_id, _ = await write_runs(app, client, model)
+        proof = (await client.get(f"/runs/{plan_id}/proof")).json()
+    assert proof["checkpoint"]["signature"] is not None
+    bundle = tmp_path / "signed.jsonl"
+    assert await export(database_url, bundle, plan_id) == 0
+
+    status, lines = verify(bundle, capsys, "--public-key", str(public))
+    assert status == 0, lines
+    assert not any("signature" in line for line in lines)
+
+    status, lines = verify(bundle, capsys, "--public-key", str(stranger))
+    assert status == 1
+    assert any("signature does not verify" in line for line in lines)
+
+    status, lines = verify(bundle, capsys)
+    assert status == 0
+    assert "note: signatures not checked: no public key given" in lines
