@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.foundation.audit_bundle import Bundle, BundleUnreadable, read_bundle
-from app.foundation.chain_check import Chain, Findings, chain_id_of, chains_of, check
+from app.foundation.chain_check import Chain, Findings, chain_of_row, chains_of, check
 
 INTACT = 0
 PROBLEMS = 1
@@ -68,7 +68,7 @@ def verify_path(bundle_path: Path, public_key_path: Path | None) -> tuple[int, l
         return UNREADABLE, [f"{bundle_path} is not an audit bundle: {exc}"]
     findings = verify_bundle(bundle, public_key)
     rows = len(bundle.receipts) + len(bundle.audit)
-    chains = {chain_id_of(row) for row in (*bundle.receipts, *bundle.audit)}
+    chains = {chain_of_row(row) for row in (*bundle.receipts, *bundle.audit)}
     summary = f"{len(chains)} chain(s), {rows} row(s), {len(bundle.checkpoints)} checkpoint(s)"
     notes = [f"note: {note}" for note in findings.notes]
     if findings.intact:

@@ -72,9 +72,7 @@ Tamper = Callable[[AsyncSession, str], Awaitable[None]]
 
 
 async def change_receipt_column(session: AsyncSession, run_id: str) -> None:
-    _, row = next(
-        found for found in await chained_rows(session, run_id) if found[0] == "receipts"
-    )
+    _, row = next(found for found in await chained_rows(session, run_id) if found[0] == "receipts")
     await session.execute(
         update(RECEIPTS).where(_key(RECEIPTS, row)).values(attempts=row["attempts"] + 1)
     )
@@ -144,7 +142,7 @@ async def insert_row(session: AsyncSession, run_id: str) -> None:
     forged["chain_seq"] = rows[place][1]["chain_seq"]
     (stored,) = stored_rows([forged])
     forged["chain_link"] = links.link(
-        rows[place - 1][1]["chain_link"], links.entry_digest("receipts", stored)
+        rows[place - 1][1]["chain_link"], links.row_digest("receipts", stored)
     )
     for name, row in reversed(rows[place:]):
         await session.execute(

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from app.foundation import chain as links
 from app.foundation import signing
 
-RECEIPTS = "receipts"
-AUDIT_EVENTS = "audit_events"
+RECEIPTS = links.RECEIPTS
+AUDIT_EVENTS = links.AUDIT_EVENTS
+# Where a replacement's audit row records the entry of the receipt it replaced:
+# `{"seq", "digest", "link"}` under this key of its detail.
+SUPERSEDED_KEY = "chain"
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class StoredEntry:
     """One chained row: its place, where it is stored, its recomputed digest, its link."""
 
     position: int
@@ -37,9 +41,9 @@ class Entry:
 @dataclass(slots=True)
 class Chain:
     chain_id: str
-    entries: list[Entry] = field(default_factory=list)
-    # (position, digest, link) of receipts replaced since, as their replacement recorded.
-    superseded: list[tuple[int, str, str]] = field(default_factory=list)
+    entries: list[StoredEntry] = field(default_factory=list)
+    # The former entries of receipts replaced since, as their replacement recorded them.
+    superseded: list[links.Entry] = field(default_factory=list)
     unchained: int = 0
 
     @property
@@ -51,25 +55,20 @@ class Chain:
         return self.link_at(self.length) or links.genesis(self.chain_id)
 
     def positions(self) -> list[int]:
-        return [e.position for e in self.entries] + [p for p, _, _ in self.superseded]
+        return [e.position for e in self.entries] + [e.position for e in self.superseded]
 
     def link_at(self, position: int) -> str | None:
         for entry in self.entries:
             if entry.position == position:
                 return entry.link
-        for place, _, link in self.superseded:
-            if place == position:
-                return link
+        for former in self.superseded:
+            if former.position == position:
+                return former.link
         return None
 
     def problems(self) -> list[str]:
-        entries = sorted(
-            [(e.position, e.digest, e.link) for e in self.entries] + self.superseded,
-            key=lambda entry: entry[0],
-        )
-        return [
-            f"{self.chain_id}: {problem}" for problem in links.verify_chain(self.chain_id, entries)
-        ]
+        current = [links.Entry(e.position, e.digest, e.link) for e in self.entries]
+        return links.verify_chain(self.chain_id, current, self.superseded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +83,12 @@ class Findings:
         return not self.problems
 
 
-def chain_id_of(row: Mapping[str, Any]) -> str:
+def chain_of_row(row: Mapping[str, Any]) -> str:
+    """The chain of a row in its stored form (`at` as RFC 3339 text)."""
     run_id = row.get("run_id")
     if run_id is not None:
         return str(run_id)
-    return "day:" + str(row["at"])[:10]
+    return links.DAY_CHAIN_PREFIX + str(row["at"])[:10]
 
 
 def chains_of(
@@ -97,7 +97,7 @@ def chains_of(
     chains: dict[str, Chain] = {}
     for table, rows in ((RECEIPTS, receipts), (AUDIT_EVENTS, audit)):
         for row in rows:
-            chain_id = chain_id_of(row)
+            chain_id = chain_of_row(row)
             chain = chains.get(chain_id) or chains.setdefault(chain_id, Chain(chain_id))
             if table == AUDIT_EVENTS:
                 chain.superseded.extend(_superseded(row))
@@ -105,11 +105,11 @@ def chains_of(
                 chain.unchained += 1
                 continue
             chain.entries.append(
-                Entry(
+                StoredEntry(
                     position=int(row["chain_seq"]),
                     table=table,
                     row_id=str(row["id"]),
-                    digest=links.entry_digest(table, row),
+                    digest=links.row_digest(table, row),
                     link=str(row["chain_link"]),
                 )
             )
@@ -118,9 +118,13 @@ def chains_of(
     return chains
 
 
-def _superseded(row: Mapping[str, Any]) -> list[tuple[int, str, str]]:
-    recorded = links.superseded_entry(row)
-    return [] if recorded is None else [recorded]
+def _superseded(row: Mapping[str, Any]) -> list[links.Entry]:
+    """The former entry a replacement's audit row records, if it is one."""
+    detail = row.get("detail")
+    recorded = detail.get(SUPERSEDED_KEY) if isinstance(detail, dict) else None
+    if not isinstance(recorded, dict):
+        return []
+    return [links.Entry(int(recorded["seq"]), str(recorded["digest"]), str(recorded["link"]))]
 
 
 def check(
@@ -154,24 +158,26 @@ def check(
 
 
 def _checkpoint_chain_problems(ordered: Sequence[Mapping[str, Any]]) -> list[str]:
-    problems: list[str] = []
-    previous: Mapping[str, Any] | None = None
-    for checkpoint in ordered:
-        seq = int(checkpoint["seq"])
-        expected = links.checkpoint_link(
-            str(checkpoint["prev"]), links.checkpoint_payload(checkpoint)
-        )
-        if expected != checkpoint["link"]:
-            problems.append(f"checkpoint {seq}: its link does not match its content")
-        if previous is None:
-            if seq == 1 and checkpoint["prev"] != links.CHECKPOINT_GENESIS:
-                problems.append("checkpoint 1: it does not start from the checkpoints' genesis")
-        elif seq != int(previous["seq"]) + 1:
-            problems.append(f"checkpoint {seq}: checkpoint(s) missing after {previous['seq']}")
-        elif checkpoint["prev"] != previous["link"]:
-            problems.append(f"checkpoint {seq}: it does not follow checkpoint {previous['seq']}")
-        previous = checkpoint
-    return problems
+    checkpoints: list[links.Checkpoint] = []
+    for row in ordered:
+        try:
+            checkpoints.append(_checkpoint(row))
+        except (KeyError, TypeError, ValueError):
+            return [f"checkpoint {row['seq']}: its content cannot be read"]
+    return links.verify_checkpoints(checkpoints)
+
+
+def _checkpoint(row: Mapping[str, Any]) -> links.Checkpoint:
+    return links.Checkpoint(
+        seq=int(row["seq"]),
+        created_at=datetime.fromisoformat(str(row["created_at"]).replace("Z", "+00:00")),
+        runs=tuple(
+            links.RunHead(str(held["run_id"]), int(held["length"]), str(held["head"]))
+            for held in row["runs"]
+        ),
+        prev=str(row["prev"]),
+        link=str(row["link"]),
+    )
 
 
 def _coverage_problems(
@@ -200,8 +206,8 @@ def _signature_findings(
     """(problems, notes) of the checkpoints' signatures under this public key. A
     signed checkpoint vouches for those before it (each holds its predecessor's link)."""
     try:
-        key = signing.load_public_key(public_key_pem)
-    except ValueError as exc:
+        key = signing.public_key_from_pem(public_key_pem)
+    except signing.SigningKeyError as exc:
         return [f"the public key cannot be read: {exc}"], []
     problems: list[str] = []
     last_signed: int | None = None

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.foundation import audit_bundle
-from app.foundation.chain_check import chain_id_of
+from app.foundation.chain_check import chain_of_row
 from app.service.errors import RunNotFound, StorageUnavailable
 from app.service.evidence.stored import stored_rows
 from app.store.repositories.chain import ChainRepository
@@ -79,7 +79,7 @@ async def _lines(
         runless = stored_rows(await chain_rows.runless_audit_rows(first_day, end_day))
         described = {"since": _text(selection.since), "until": _text(selection.until)}
     checkpoints = await _checkpoints(chain_rows, run_ids)
-    days = sorted({chain_id_of(row) for row in runless})
+    days = sorted({chain_of_row(row) for row in runless})
     signed = [c["key_id"] for c in checkpoints if c.get("signature") is not None]
     yield audit_bundle.line(
         audit_bundle.header(

@@ -61,8 +61,8 @@ class ProofService:
                 for entry in chain.entries
             ],
             "superseded": [
-                {"position": position, "digest": digest, "link": link}
-                for position, digest, link in sorted(chain.superseded)
+                {"position": former.position, "digest": former.digest, "link": former.link}
+                for former in sorted(chain.superseded, key=lambda former: former.position)
             ],
             "checkpoint": checkpoints[0] if checkpoints else None,
             "checkpoints": checkpoints,
