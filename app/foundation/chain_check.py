@@ -12,10 +12,11 @@ those before it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from app.foundation import chain as links
 from app.foundation import signing
@@ -25,6 +26,7 @@ AUDIT_EVENTS = links.AUDIT_EVENTS
 # Where a replacement's audit row records the entry of the receipt it replaced:
 # `{"seq", "digest", "link"}` under this key of its detail.
 SUPERSEDED_KEY = "chain"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,8 @@ class Chain:
     # The former entries of receipts replaced since, as their replacement recorded them.
     superseded: list[links.Entry] = field(default_factory=list)
     unchained: int = 0
+    # Rows whose chain columns or content cannot be read (left out of `entries`).
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -68,7 +72,7 @@ class Chain:
 
     def problems(self) -> list[str]:
         current = [links.Entry(e.position, e.digest, e.link) for e in self.entries]
-        return links.verify_chain(self.chain_id, current, self.superseded)
+        return [*self.unreadable, *links.verify_chain(self.chain_id, current, self.superseded)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +92,7 @@ def chain_of_row(row: Mapping[str, Any]) -> str:
     run_id = row.get("run_id")
     if run_id is not None:
         return str(run_id)
-    return links.DAY_CHAIN_PREFIX + str(row["at"])[:10]
+    return links.DAY_CHAIN_PREFIX + str(row.get("at"))[:10]
 
 
 def chains_of(
@@ -99,32 +103,64 @@ def chains_of(
         for row in rows:
             chain_id = chain_of_row(row)
             chain = chains.get(chain_id) or chains.setdefault(chain_id, Chain(chain_id))
-            if table == AUDIT_EVENTS:
-                chain.superseded.extend(_superseded(row))
-            if row.get("chain_seq") is None:
-                chain.unchained += 1
-                continue
-            chain.entries.append(
-                StoredEntry(
-                    position=int(row["chain_seq"]),
-                    table=table,
-                    row_id=str(row["id"]),
-                    digest=links.row_digest(table, row),
-                    link=str(row["chain_link"]),
-                )
-            )
+            _add(chain, table, row)
     for chain in chains.values():
         chain.entries.sort(key=lambda entry: entry.position)
     return chains
 
 
-def _superseded(row: Mapping[str, Any]) -> list[links.Entry]:
-    """The former entry a replacement's audit row records, if it is one."""
+def _add(chain: Chain, table: str, row: Mapping[str, Any]) -> None:
+    named = f"{chain.chain_id}: {table} row {row.get('id')}"
+    if table == AUDIT_EVENTS:
+        former = _superseded(row)
+        if isinstance(former, str):
+            chain.unreadable.append(f"{named}: {former}")
+        elif former is not None:
+            chain.superseded.append(former)
+    position, link = row.get("chain_seq"), row.get("chain_link")
+    if position is None and link is None:
+        chain.unchained += 1
+        return
+    if not _is_position(position) or not _is_sha256(link):
+        chain.unreadable.append(f"{named}: its chain columns are not a position and a link")
+        return
+    try:
+        digest = links.row_digest(table, row)
+    except (KeyError, TypeError, ValueError):
+        chain.unreadable.append(f"{named}: its content cannot be read")
+        return
+    chain.entries.append(StoredEntry(position, table, str(row.get("id")), digest, str(link)))
+
+
+def _superseded(row: Mapping[str, Any]) -> links.Entry | str | None:
+    """The former entry a replacement's audit row records (None if it is not one; a
+    str saying why if it cannot be read)."""
     detail = row.get("detail")
     recorded = detail.get(SUPERSEDED_KEY) if isinstance(detail, dict) else None
-    if not isinstance(recorded, dict):
-        return []
-    return [links.Entry(int(recorded["seq"]), str(recorded["digest"]), str(recorded["link"]))]
+    if recorded is None:
+        return None
+    if (
+        not isinstance(recorded, dict)
+        or not _is_position(recorded.get("seq"))
+        or not _is_sha256(recorded.get("digest"))
+        or not _is_sha256(recorded.get("link"))
+    ):
+        return "the entry it records of a replaced receipt cannot be read"
+    return links.Entry(recorded["seq"], recorded["digest"], recorded["link"])
+
+
+def _is_position(value: Any) -> TypeGuard[int]:
+    return type(value) is int
+
+
+def _is_sha256(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and _SHA256.fullmatch(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SignedCheckpoint:
+    checkpoint: links.Checkpoint
+    signature: str | None
 
 
 def check(
@@ -140,11 +176,12 @@ def check(
         problems.extend(chain.problems())
         if chain.unchained:
             notes.append(f"{chain.chain_id}: {chain.unchained} row(s) written before chaining")
-    ordered = sorted(checkpoints, key=lambda checkpoint: int(checkpoint["seq"]))
-    problems.extend(_checkpoint_chain_problems(ordered))
+    ordered, unreadable = _checkpoints(checkpoints)
+    problems.extend(unreadable)
+    problems.extend(links.verify_checkpoints([signed.checkpoint for signed in ordered]))
     covered = _coverage_problems(chains, ordered, problems)
     for chain_id in sorted(set(chains) - covered):
-        if not chain_id.startswith("day:"):
+        if not chain_id.startswith(links.DAY_CHAIN_PREFIX):
             notes.append(
                 f"{chain_id}: no checkpoint covers it yet; rows removed from its end would not show"
             )
@@ -157,51 +194,54 @@ def check(
     return Findings(problems, notes)
 
 
-def _checkpoint_chain_problems(ordered: Sequence[Mapping[str, Any]]) -> list[str]:
-    checkpoints: list[links.Checkpoint] = []
-    for row in ordered:
+def _checkpoints(rows: Sequence[Mapping[str, Any]]) -> tuple[list[SignedCheckpoint], list[str]]:
+    """The checkpoints in seq order, and a problem for each that cannot be read."""
+    read: list[SignedCheckpoint] = []
+    problems: list[str] = []
+    for row in rows:
         try:
-            checkpoints.append(_checkpoint(row))
+            read.append(_checkpoint(row))
         except (KeyError, TypeError, ValueError):
-            return [f"checkpoint {row['seq']}: its content cannot be read"]
-    return links.verify_checkpoints(checkpoints)
+            problems.append(f"checkpoint {row.get('seq')}: its content cannot be read")
+    return sorted(read, key=lambda signed: signed.checkpoint.seq), problems
 
 
-def _checkpoint(row: Mapping[str, Any]) -> links.Checkpoint:
-    return links.Checkpoint(
-        seq=int(row["seq"]),
-        created_at=datetime.fromisoformat(str(row["created_at"]).replace("Z", "+00:00")),
-        runs=tuple(
-            links.RunHead(str(held["run_id"]), int(held["length"]), str(held["head"]))
-            for held in row["runs"]
-        ),
-        prev=str(row["prev"]),
-        link=str(row["link"]),
+def _checkpoint(row: Mapping[str, Any]) -> SignedCheckpoint:
+    prev, link, signature = row["prev"], row["link"], row.get("signature")
+    if not (_is_position(row["seq"]) and _is_sha256(prev) and _is_sha256(link)):
+        raise ValueError("not a checkpoint")
+    if signature is not None and not isinstance(signature, str):
+        raise ValueError("not a signature")
+    runs = tuple(
+        links.RunHead(str(held["run_id"]), int(held["length"]), str(held["head"]))
+        for held in row["runs"]
     )
+    created_at = datetime.fromisoformat(str(row["created_at"]).replace("Z", "+00:00"))
+    return SignedCheckpoint(links.Checkpoint(row["seq"], created_at, runs, prev, link), signature)
 
 
 def _coverage_problems(
-    chains: Mapping[str, Chain], ordered: Sequence[Mapping[str, Any]], problems: list[str]
+    chains: Mapping[str, Chain], ordered: Sequence[SignedCheckpoint], problems: list[str]
 ) -> set[str]:
     """Check each run's chain against what the checkpoints hold of it; the runs covered."""
     covered: set[str] = set()
-    for checkpoint in ordered:
-        for held in checkpoint["runs"]:
-            chain = chains.get(str(held["run_id"]))
+    for signed in ordered:
+        for held in signed.checkpoint.runs:
+            chain = chains.get(held.run_id)
             if chain is None:
                 continue
             covered.add(chain.chain_id)
-            length, head = int(held["length"]), str(held["head"])
-            where = f"{chain.chain_id}: checkpoint {checkpoint['seq']} holds {length} entries"
-            if length > chain.length:
+            seq = signed.checkpoint.seq
+            where = f"{chain.chain_id}: checkpoint {seq} holds {held.length} entries"
+            if held.length > chain.length:
                 problems.append(f"{where}, the rows only {chain.length}: rows removed from its end")
-            elif (chain.link_at(length) or links.genesis(chain.chain_id)) != head:
+            elif (chain.link_at(held.length) or links.genesis(chain.chain_id)) != held.head:
                 problems.append(f"{where} ending in another head than the rows'")
     return covered
 
 
 def _signature_findings(
-    ordered: Sequence[Mapping[str, Any]], public_key_pem: bytes
+    ordered: Sequence[SignedCheckpoint], public_key_pem: bytes
 ) -> tuple[list[str], list[str]]:
     """(problems, notes) of the checkpoints' signatures under this public key. A
     signed checkpoint vouches for those before it (each holds its predecessor's link)."""
@@ -211,22 +251,20 @@ def _signature_findings(
         return [f"the public key cannot be read: {exc}"], []
     problems: list[str] = []
     last_signed: int | None = None
-    for checkpoint in ordered:
-        signature = checkpoint.get("signature")
-        if signature is None:
+    for signed in ordered:
+        seq = signed.checkpoint.seq
+        if signed.signature is None:
             continue
-        if signing.verify(key, str(checkpoint["link"]), str(signature)):
-            last_signed = int(checkpoint["seq"])
+        if signing.verify(key, signed.checkpoint.link, signed.signature):
+            last_signed = seq
         else:
-            problems.append(f"checkpoint {checkpoint['seq']}: its signature does not verify")
+            problems.append(f"checkpoint {seq}: its signature does not verify")
     if last_signed is None:
         if not problems:
             problems.append("no checkpoint is signed by this key")
         return problems, []
-    unsigned_after = [c for c in ordered if int(c["seq"]) > last_signed]
-    notes = (
-        [f"checkpoints after {last_signed} are not signed: the key vouches for none after it"]
-        if unsigned_after
-        else []
-    )
-    return problems, notes
+    if ordered[-1].checkpoint.seq > last_signed:
+        return problems, [
+            f"checkpoints after {last_signed} are not signed: the key vouches for none after it"
+        ]
+    return problems, []

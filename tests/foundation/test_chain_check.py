@@ -159,3 +159,31 @@ def test_signatures_verify_with_the_operator_s_key_only(signed_by: str) -> None:
         "nobody": ["no checkpoint is signed by this key"],
     }
     assert findings.problems == expected[signed_by]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("chain_link", "not a sha-256"),
+        ("chain_seq", "2"),
+        ("started_at", "yesterday"),
+    ],
+)
+def test_a_row_that_cannot_be_read_is_a_problem_not_a_crash(column: str, value: Any) -> None:
+    receipts, audit = chained()
+    receipts[0][column] = value
+
+    problems = check(chains_of(receipts, audit), []).problems
+
+    assert problems[0].startswith(f"{RUN}: receipts row r-a: ")
+    assert f"{RUN}: missing position 2" in problems
+
+
+def test_a_checkpoint_that_cannot_be_read_is_a_problem_not_a_crash() -> None:
+    receipts, audit = chained()
+    held = checkpoint(receipts, audit, None)
+    held["runs"] = [{"run_id": RUN}]
+
+    findings = check(chains_of(receipts, audit), [held])
+
+    assert findings.problems == ["checkpoint 1: its content cannot be read"]
