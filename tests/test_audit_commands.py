@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from fastapi import FastAPI
 
+from app.cli import main
 from app.settings import Settings
 from tests.evidence_support import TAMPERS, change_audit_detail, export, tamper, verify, write_runs
 from tests.router.http_support import router_settings
@@ -219,3 +220,22 @@ async def test_signed_checkpoints_verify_with_their_key_and_fail_with_another(
     status, lines = verify(bundle, capsys)
     assert status == 0
     assert "note: signatures not checked: no public key given" in lines
+
+
+def test_export_says_what_it_cannot_do_in_one_line(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", "upgrade", "--database-url", sqlite_url]) == 0
+    out = tmp_path / "bundle.jsonl"
+    for argv, said in (
+        (["--out", str(out)], "audit export takes a RUN_ID or --since, one of them"),
+        (["r", "--since", "2026-01-01T00:00:00Z", "--out", str(out)], "one of them"),
+        (["r", "--until", "2026-01-01T00:00:00Z", "--out", str(out)], "--until goes with"),
+        (["no-such-run", "--out", str(out)], "there is no run no-such-run"),
+    ):
+        capsys.readouterr()
+        assert main(["audit", "export", *argv, "--database-url", sqlite_url]) == 1
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1, error
+        assert said in error[0]
+    assert list(tmp_path.glob("bundle.jsonl*")) == []
