@@ -107,11 +107,16 @@ async def test_a_tampered_router_run_is_found_in_a_window_s_bundle(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plan_id, router_id = await write_runs(app, client, model)
+    rejected = await client.post("/plans/sequential", json={"owner": "agent", "calls": []})
+    assert rejected.status_code == 422
+    await app.state.runtime.writer.flush()
     window = tmp_path / "window.jsonl"
     assert await export(database_url, window, "--since", "2000-01-01T00:00:00Z") == 0
     assert verify(window, capsys)[0] == 0
     header = json.loads(window.read_text().splitlines()[0])
     assert {plan_id, router_id} <= set(header["chains"])
+    # The rejected plan's audit row, of no run, is in its day's chain.
+    assert [chain for chain in header["chains"] if chain.startswith("day:")]
 
     await tamper(app, router_id, change_audit_detail)
 
