@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from fastapi import FastAPI
 
+from app.api.app import create_app
 from app.cli import main
 from app.settings import Settings
 from tests.evidence_support import TAMPERS, change_audit_detail, export, tamper, verify, write_runs
@@ -39,19 +41,34 @@ def _fresh_tools(fresh_router_tools: None) -> None:
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path, model_url: str) -> Settings:
-    # A checkpoint at every run's end: each run's length and head are vouched for.
-    return router_settings(database_url, tmp_path, model_url, chain_checkpoint_runs=1)
+    return router_settings(database_url, tmp_path, model_url)
+
+
+@pytest.fixture
+async def written(settings: Settings, model: FakeLLM) -> tuple[str, str]:
+    """(a plan run, a router run) written by a service that then stopped: the checkpoint
+    it writes as it stops holds both runs' lengths and heads."""
+    async with running(settings) as (app, client):
+        return await write_runs(app, client, model)
+
+
+@pytest.fixture
+async def app(settings: Settings, written: tuple[str, str]) -> AsyncIterator[FastAPI]:
+    """The service started again on the database `written` wrote."""
+    started = create_app(settings)
+    async with started.router.lifespan_context(started):
+        yield started
 
 
 async def test_untouched_runs_verify_over_http_and_offline(
     app: FastAPI,
     client: httpx.AsyncClient,
-    model: FakeLLM,
+    written: tuple[str, str],
     database_url: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan_id, router_id = await write_runs(app, client, model)
+    plan_id, router_id = written
 
     for run_id in (plan_id, router_id):
         proof = (await client.get(f"/runs/{run_id}/proof")).json()
@@ -60,7 +77,7 @@ async def test_untouched_runs_verify_over_http_and_offline(
         assert [e["position"] for e in proof["entries"]] == list(range(1, proof["length"] + 1))
         assert proof["head"] == proof["entries"][-1]["link"]
         assert proof["unchained"] == 0
-        assert proof["checkpoint"] is not None
+        assert proof["checkpoint"] is not None, (run_id, plan_id, proof)
         assert any(held["run_id"] == run_id for held in proof["checkpoint"]["runs"])
         bundle = tmp_path / f"{run_id}.jsonl"
         assert await export(database_url, bundle, run_id) == 0
@@ -75,12 +92,12 @@ async def test_a_tampered_plan_run_is_found_over_http_and_offline(
     change: object,
     app: FastAPI,
     client: httpx.AsyncClient,
-    model: FakeLLM,
+    written: tuple[str, str],
     database_url: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan_id, router_id = await write_runs(app, client, model)
+    plan_id, router_id = written
     await tamper(app, plan_id, change)  # type: ignore[arg-type]
 
     check = (await client.get(f"/runs/{plan_id}/proof")).json()["check"]
@@ -101,12 +118,12 @@ async def test_a_tampered_plan_run_is_found_over_http_and_offline(
 async def test_a_tampered_router_run_is_found_in_a_window_s_bundle(
     app: FastAPI,
     client: httpx.AsyncClient,
-    model: FakeLLM,
+    written: tuple[str, str],
     database_url: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan_id, router_id = await write_runs(app, client, model)
+    plan_id, router_id = written
     rejected = await client.post("/plans/sequential", json={"owner": "agent", "calls": []})
     assert rejected.status_code == 422
     await app.state.runtime.writer.flush()
@@ -130,11 +147,11 @@ async def test_a_tampered_router_run_is_found_in_a_window_s_bundle(
 async def test_a_bundle_verifies_in_a_process_with_no_database_nor_service_imports(
     app: FastAPI,
     client: httpx.AsyncClient,
-    model: FakeLLM,
+    written: tuple[str, str],
     database_url: str,
     tmp_path: Path,
 ) -> None:
-    plan_id, _ = await write_runs(app, client, model)
+    plan_id, _ = written
     bundle = tmp_path / "plan.jsonl"
     assert await export(database_url, bundle, plan_id) == 0
     elsewhere = tmp_path / "elsewhere"
@@ -200,19 +217,15 @@ async def test_signed_checkpoints_verify_with_their_key_and_fail_with_another(
 ) -> None:
     private, public = _key_pair(tmp_path, "operator")
     _, stranger = _key_pair(tmp_path, "stranger")
-    settings = router_settings(
-        database_url,
-        tmp_path,
-        model_url,
-        chain_checkpoint_runs=1,
-        checkpoint_signing_key=private,
-    )
+    settings = router_settings(database_url, tmp_path, model_url, checkpoint_signing_key=private)
     async with running(settings) as (app, client):
         plan_id, _ = await write_runs(app, client, model)
-        proof = (await client.get(f"/runs/{plan_id}/proof")).json()
-    assert proof["checkpoint"]["signature"] is not None
     bundle = tmp_path / "signed.jsonl"
     assert await export(database_url, bundle, plan_id) == 0
+    lines = [json.loads(line) for line in bundle.read_text().splitlines()]
+    checkpoints = [line["row"] for line in lines if line.get("kind") == "checkpoint"]
+    assert checkpoints
+    assert all(checkpoint["signature"] for checkpoint in checkpoints)
 
     status, lines = verify(bundle, capsys, "--public-key", str(public))
     assert status == 0, lines
