@@ -27,9 +27,13 @@ from app.api.app import create_app
 from app.cli import main
 from app.settings import Settings
 from tests.evidence_support import TAMPERS, change_audit_detail, export, tamper, verify, write_runs
+from tests.faults import fault_tools
+from tests.faults.registry import hold, sequential, step
+from tests.faults.registry import write_registry as write_fault_registry
 from tests.router.http_support import router_settings
 from tests.support.app import running
 from tests.support.fake_llm import FakeLLM
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -257,3 +261,37 @@ def test_export_says_what_it_cannot_do_in_one_line(
         assert len(error) == 1, error
         assert said in error[0]
     assert list(tmp_path.glob("bundle.jsonl*")) == []
+
+
+async def test_a_resumed_run_s_replaced_receipts_stay_verifiable(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = Settings(registries=[write_fault_registry(tmp_path)], database_url=database_url)
+    plan = sequential(step("a"), hold("b"), step("c"))
+    fault_tools.reset()
+    try:
+        async with running(settings) as (app, client):
+            started = await client.post(
+                "/plans/sequential", json=plan, headers={"Prefer": "respond-async"}
+            )
+            assert started.status_code == 202, started.text
+            run_id = started.json()["run_id"]
+            await wait_for(lambda: len(fault_tools.calls) == 2)
+        # The shutdown left `b` cancelled and `c` skipped; the resume replaces both.
+        async with running(settings) as (app, client):
+            fault_tools.release("b")
+            resumed = await client.post(f"/runs/{run_id}/resume", json=plan)
+            assert resumed.status_code == 200, resumed.text
+            assert resumed.json()["status"] == "succeeded"
+            await app.state.runtime.writer.flush()
+            proof = (await client.get(f"/runs/{run_id}/proof")).json()
+    finally:
+        fault_tools.reset()
+
+    assert proof["check"]["problems"] == []
+    assert len(proof["superseded"]) == 2
+    assert proof["length"] == len(proof["entries"]) + len(proof["superseded"])
+    bundle = tmp_path / "resumed.jsonl"
+    assert await export(database_url, bundle, run_id) == 0
+    status, lines = verify(bundle, capsys)
+    assert status == 0, lines
