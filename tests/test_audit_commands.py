@@ -81,7 +81,7 @@ async def test_untouched_runs_verify_over_http_and_offline(
         assert [e["position"] for e in proof["entries"]] == list(range(1, proof["length"] + 1))
         assert proof["head"] == proof["entries"][-1]["link"]
         assert proof["unchained"] == 0
-        assert proof["checkpoint"] is not None, (run_id, plan_id, proof)
+        assert proof["checkpoint"] is not None
         assert any(held["run_id"] == run_id for held in proof["checkpoint"]["runs"])
         bundle = tmp_path / f"{run_id}.jsonl"
         assert await export(database_url, bundle, run_id) == 0
@@ -221,11 +221,21 @@ async def test_signed_checkpoints_verify_with_their_key_and_fail_with_another(
 ) -> None:
     private, public = _key_pair(tmp_path, "operator")
     _, stranger = _key_pair(tmp_path, "stranger")
-    settings = router_settings(database_url, tmp_path, model_url, checkpoint_signing_key=private)
+    # A checkpoint at each run's end, while the service runs.
+    settings = router_settings(
+        database_url,
+        tmp_path,
+        model_url,
+        chain_checkpoint_runs=1,
+        checkpoint_signing_key=str(private),
+    )
     async with running(settings) as (app, client):
         plan_id, _ = await write_runs(app, client, model)
-    bundle = tmp_path / "signed.jsonl"
-    assert await export(database_url, bundle, plan_id) == 0
+        proof = (await client.get(f"/runs/{plan_id}/proof")).json()
+        assert proof["checkpoint"]["signature"] is not None
+        assert proof["check"]["problems"] == []
+        bundle = tmp_path / "signed.jsonl"
+        assert await export(database_url, bundle, plan_id) == 0
     lines = [json.loads(line) for line in bundle.read_text().splitlines()]
     checkpoints = [line["row"] for line in lines if line.get("kind") == "checkpoint"]
     assert checkpoints
