@@ -107,6 +107,20 @@ async def get_run(
 
 
 @router.get(
+    "/{run_id}/proof",
+    operation_id="getRunProof",
+    response_class=FastJSONResponse,
+    responses={200: {"model": ProofOut}, **RUN_PROBLEMS},
+)
+async def get_run_proof(
+    runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath, _known: KnownQueryOnly = None
+) -> FastJSONResponse:
+    """The run's hash chain: every chained row's recomputed digest and stored link, the
+    checkpoints from the first that holds the run to the latest, and the check of both."""
+    return FastJSONResponse(await ProofService(runtime.sessions).proof(run_id, viewer))
+
+
+@router.get(
     "/{run_id}/receipts",
     operation_id="listRunReceipts",
     response_class=FastJSONResponse,
@@ -151,17 +165,3 @@ async def list_run_audit(
         run_id, viewer, limit=limit, after_id=after
     )
     return page_answer(listing, partial(position_cursor, AUDIT_LISTING))
-
-
-@router.get(
-    "/{run_id}/proof",
-    operation_id="getRunProof",
-    response_class=FastJSONResponse,
-    responses={200: {"model": ProofOut}, **RUN_PROBLEMS},
-)
-async def get_run_proof(
-    runtime: RuntimeDep, viewer: RunsReader, run_id: RunPath, _known: KnownQueryOnly = None
-) -> FastJSONResponse:
-    """The run's hash chain: every chained row's recomputed digest and stored link, the
-    checkpoints from the first that holds the run to the latest, and the check of both."""
-    return FastJSONResponse(await ProofService(runtime.sessions).proof(run_id, viewer))
