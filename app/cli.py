@@ -476,7 +476,15 @@ def _audit_export(settings: Settings, args: argparse.Namespace) -> int:
         if args.run_id is not None
         else WindowSelection(args.since, args.until)
     )
-    status, text = asyncio.run(export(settings, selection, args.out))
+
+    def over(sessions: async_sessionmaker[AsyncSession]) -> Awaitable[tuple[int, str]]:
+        return export(sessions, selection, args.out)
+
+    url = settings.database_url
+    try:
+        status, text = run_on_database(url, read_database(url, over))
+    except CommandFailed as exc:
+        return _fail(str(exc))
     if status != 0:
         return _fail(text)
     print(text, file=sys.stderr)

@@ -272,6 +272,14 @@ def test_export_says_what_it_cannot_do_in_one_line(
         assert said in error[0]
     assert list(tmp_path.glob("bundle.jsonl*")) == []
 
+    never_migrated = f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    argv = ["audit", "export", "r", "--out", str(out), "--database-url", never_migrated]
+    assert main(argv) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1, error
+    assert "toolloop db upgrade" in error[0]
+    assert list(tmp_path.glob("bundle.jsonl*")) == []
+
 
 async def test_a_resumed_run_s_replaced_receipts_stay_verifiable(
     database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
