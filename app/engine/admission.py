@@ -190,8 +190,9 @@ class SharedToolGate(ToolGate):
     """The tool's limits held with every process sharing `SharedLimits`.
 
     A local slot first, so that this process never asks for more than the tool's
-    limit, then one of the tool's shared slots, then a shared rate token. Nothing
-    is admitted without a round trip to the shared store: `take_now` always says wait.
+    limit, then one of the tool's shared slots, then a shared rate token. `take_now`
+    admits at once only a tool without a rate limit whose shared slot this process
+    holds idle; anything else waits for the shared store.
     """
 
     __slots__ = ("_limit", "_rate", "_shared", "_tool_id")
@@ -208,10 +209,20 @@ class SharedToolGate(ToolGate):
         self._limit = max_concurrency
         self._rate = rate_limit
         self._shared = shared
-        self.take_now = _must_wait
+        self.take_now = (
+            partial(_take_now, self.try_acquire)
+            if max_concurrency is not None and rate_limit is None
+            else _must_wait
+        )
         self.give = None if max_concurrency is None else self.release
 
     def try_acquire(self) -> bool:
+        slots, limit = self.slots, self._limit
+        if slots is None or limit is None or self._rate is not None or not slots.try_take():
+            return False
+        if self._shared.take_idle_slot(self._tool_id, limit):
+            return True
+        slots.give()
         return False
 
     async def acquire(self, deadline: float | None) -> bool:

@@ -100,6 +100,11 @@ class SharedLimits(Protocol):
         """Give one held slot back (without blocking: the release is sent later)."""
         ...
 
+    def take_idle_slot(self, tool_id: str, limit: int) -> bool:
+        """Take one of the tool's slots this process holds unused, at once; False
+        (nothing taken) when it holds none: wait in `take_slot`."""
+        ...
+
     async def take_token(
         self, tool_id: str, per_second: float, burst: int, max_wait_s: float | None
     ) -> float | None:

@@ -15,6 +15,10 @@ NAMESPACE = 0x746C6C70  # "tllp"
 # Tools' releases are announced here; the payload is the tool id.
 CHANNEL = "toolloop_admission"
 
+# A process that finds none of a tool's slots free asks here, naming the tool, for
+# the slots other processes hold idle.
+WANTED_CHANNEL = "toolloop_admission_wanted"
+
 
 def slot_key(tool_id: str, index: int) -> int:
     """Slot `index` of the tool, as a signed 32-bit int."""

@@ -10,6 +10,13 @@ none is waiting);
 waiters listen on a second connection, and re-try every `poll_s` without a
 notification (a dead process notifies nobody).
 
+A released slot stays locked, idle, on this process's session: the tool's next
+call here takes it back with no statement (at most the tool's limit are held,
+busy and idle together). A process that finds no slot free notifies
+`keys.WANTED_CHANNEL` with the tool id; every other process unlocks that tool's
+idle slots at once and stops keeping them until nobody has asked for `yield_s`,
+so busy processes share the slots instead of each keeping its own.
+
 Statements run one at a time on the slots connection, in a task of their own, so
 a waiter cancelled mid-statement leaves the connection usable and gives back a
 slot the statement took. The session re-enters locks it holds, so a release
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Coroutine
 from contextlib import suppress
 from functools import partial
@@ -35,13 +43,17 @@ from typing import Any, TypeVar
 import psycopg
 
 from app.store.database import DatabaseUnavailable
-from app.store.shared_limits.keys import CHANNEL, NAMESPACE, slot_keys
+from app.store.shared_limits.keys import CHANNEL, NAMESPACE, WANTED_CHANNEL, slot_keys
 
 logger = logging.getLogger("toolloop.shared_limits")
 
 T = TypeVar("T")
 
 POLL_S = 1.0
+
+# How long after another process last asked for a tool's slots this one gives each
+# slot back on release instead of keeping it idle.
+YIELD_S = 5.0
 
 # The server's keepalives on the slots session: an unreachable host's slots are
 # freed after 10 s idle and 3 unanswered probes 5 s apart.
@@ -63,6 +75,7 @@ _TRY_LOCK = (
     "SELECT s.i FROM unnest(%s::int4[], %s::int4[]) AS s(i, k)"
     " WHERE pg_try_advisory_lock(%s, s.k) LIMIT 1"
 )
+_ASK = "SELECT pg_notify(%s, %s)"
 _UNLOCK = (
     "SELECT pg_advisory_unlock(%s, u.k), pg_notify(%s, u.tool)"
     " FROM unnest(%s::int4[], %s::text[]) AS u(k, tool)"
@@ -94,17 +107,26 @@ class _Unavailable(Exception):
 
 
 class PostgresSharedLimits:
-    def __init__(self, conninfo: str, target: str, *, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self, conninfo: str, target: str, *, poll_s: float = POLL_S, yield_s: float = YIELD_S
+    ) -> None:
         """`target`: where the database is, as `DatabaseUnavailable` names it."""
         self._conninfo = conninfo
         self._target = target
         self._poll_s = poll_s
+        self._yield_s = yield_s
+        # Statements sent on the slots connection so far (for tests and metrics).
+        self.statements = 0
         self._conn: psycopg.AsyncConnection[Any] | None = None
         # Sessions opened so far: the first must open at start.
         self._generation = 0
         self._statements = asyncio.Lock()
         self._keys: dict[str, tuple[int, ...]] = {}
+        # Slot indices per tool: in use by a call, and locked but idle.
         self._held: dict[str, list[int]] = {}
+        self._idle: dict[str, list[int]] = {}
+        # Per tool, until when (monotonic clock) released slots are unlocked at once.
+        self._yielding: dict[str, float] = {}
         self._orphans: dict[str, int] = {}
         # Releases not yet sent (key, tool id): sent together, ahead of the next
         # statement or on their own.
@@ -137,19 +159,28 @@ class PostgresSharedLimits:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
         async with self._statements:
+            self._idle.clear()
             if self._conn is not None:
-                await self._conn.close()  # the session's locks go with it
+                await self._conn.close()  # the session's locks, idle ones too, go with it
                 self._conn = None
 
     @property
     def held(self) -> dict[str, int]:
-        """Slots this process holds per tool, orphans included (for tests and metrics)."""
+        """Slots this process's calls use per tool, orphans included (for tests and
+        metrics); idle slots are in `idle`."""
         tools = self._held.keys() | self._orphans.keys()
         return {tool: len(self._held.get(tool, ())) + self._orphans.get(tool, 0) for tool in tools}
+
+    @property
+    def idle(self) -> dict[str, int]:
+        """Slots this process holds locked with no call using them, per tool."""
+        return {tool: len(idle) for tool, idle in self._idle.items()}
 
     # -- slots ------------------------------------------------------------
 
     async def take_slot(self, tool_id: str, limit: int) -> None:
+        if self.take_idle_slot(tool_id, limit):
+            return
         while True:
             wakeup = self._wakeup(tool_id)
             attempt = self._in_task(self._try_lock(tool_id, limit))
@@ -173,15 +204,41 @@ class PostgresSharedLimits:
         if not held:
             return
         index = held.pop()
+        if self._yielding.get(tool_id, 0.0) <= time.monotonic():
+            self._idle.setdefault(tool_id, []).append(index)
+            return
+        self._unlock(tool_id, index)
+
+    def _unlock(self, tool_id: str, index: int) -> None:
         self._unlocks.append((self._keys[tool_id][index], tool_id))
         if self._flushing is None:
             self._flushing = self._in_task(self._flush_unlocks())
 
+    def take_idle_slot(self, tool_id: str, limit: int) -> bool:
+        """Take a slot this process holds idle, with no statement."""
+        idle = self._idle.get(tool_id)
+        if not idle or len(self._keys[tool_id]) != limit:
+            return False
+        self._held[tool_id].append(idle.pop())
+        return True
+
+    def _give_back_idle(self, tool_id: str) -> None:
+        """Another process asked for the tool's slots: unlock the idle ones now and
+        keep none for a while."""
+        self._yielding[tool_id] = time.monotonic() + self._yield_s
+        idle = self._idle.pop(tool_id, None)
+        for index in idle or ():
+            self._unlock(tool_id, index)
+
     async def _try_lock(self, tool_id: str, limit: int) -> bool:
         async with self._statements:
             conn = await self._connected()
+            if self.take_idle_slot(tool_id, limit):
+                return True  # released while this waited for the connection
             keys = self._keys.get(tool_id)
             if keys is None or len(keys) != limit:
+                for index in self._idle.pop(tool_id, ()):  # keys of the old limit
+                    self._unlock(tool_id, index)
                 keys = self._keys[tool_id] = slot_keys(tool_id, limit)
             held = self._held.setdefault(tool_id, [])
             free = [index for index in range(limit) if index not in held]
@@ -194,6 +251,7 @@ class PostgresSharedLimits:
                 conn, _TRY_LOCK, ([*order], [keys[index] for index in order], NAMESPACE), True
             )
             if not rows:
+                await self._execute(conn, _ASK, (WANTED_CHANNEL, tool_id))
                 return False
             held.append(int(rows[0][0]))
             return True
@@ -277,8 +335,10 @@ class PostgresSharedLimits:
         unlocks = self._unlocks if after_unlocks else []
         try:
             if not unlocks:
+                self.statements += 1
                 return await (await conn.execute(sql, params)).fetchall()
             self._unlocks = []
+            self.statements += 2
             async with conn.pipeline():
                 await conn.execute(_UNLOCK, _unlock_params(unlocks))
                 return await (await conn.execute(sql, params)).fetchall()
@@ -295,6 +355,7 @@ class PostgresSharedLimits:
         self._conn = None
         self._generation += 1
         self._unlocks = []  # the session's locks went with it
+        self._idle.clear()
         for tool_id, held in self._held.items():
             if held:
                 self._orphans[tool_id] = self._orphans.get(tool_id, 0) + len(held)
@@ -306,6 +367,7 @@ class PostgresSharedLimits:
             self._conninfo, autocommit=True, **_CLIENT_KEEPALIVES
         )
         await conn.execute(f"LISTEN {CHANNEL}")
+        await conn.execute(f"LISTEN {WANTED_CHANNEL}")
         return conn
 
     async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
@@ -315,7 +377,7 @@ class PostgresSharedLimits:
                     conn = await self._listen_connection()
                     self._wake_all()  # releases may have gone unheard meanwhile
                 async for notice in conn.notifies():
-                    self._wake(notice.payload)
+                    self._heard(notice)
             except psycopg.OperationalError as exc:
                 logger.warning("shared admission limits: listener lost: %s", exc)
                 if conn is not None:
@@ -329,6 +391,14 @@ class PostgresSharedLimits:
                 raise
 
     # -- waking -----------------------------------------------------------
+
+    def _heard(self, notice: psycopg.Notify) -> None:
+        if notice.channel == CHANNEL:
+            self._wake(notice.payload)
+            return
+        slots = self._conn
+        if slots is None or notice.pid != slots.info.backend_pid:  # not our own ask
+            self._give_back_idle(notice.payload)
 
     def _wakeup(self, tool_id: str) -> asyncio.Future[None]:
         """The future the tool's next release resolves: taken before a try, so that a
