@@ -1,5 +1,6 @@
 """Slots shared by two processes' connections: the limit holds, a lost session's
-slots come back, waiters wake on a release, a cancelled wait holds nothing."""
+slots come back, waiters wake on a release, a cancelled wait holds nothing, a
+released slot is kept idle for the next call and given to a process that asks."""
 
 from __future__ import annotations
 
@@ -39,7 +40,13 @@ async def test_two_processes_never_hold_more_slots_than_the_limit(
 
     assert peak == 2
     assert over == []
-    await wait_for(lambda: advisory_locks() == 0, "every slot unlocked")
+    await wait_for(
+        lambda: advisory_locks() == sum(first.idle.values()) + sum(second.idle.values()),
+        "every slot unlocked or idle",
+    )
+    await first.aclose()
+    await second.aclose()
+    await wait_for(lambda: advisory_locks() == 0, "idle slots unlocked at shutdown")
 
 
 async def test_a_take_locks_exactly_one_slot(
@@ -119,12 +126,83 @@ async def test_a_wait_cancelled_while_its_lock_is_taken_gives_the_slot_back(
     open_limits: Callable[..., Any], advisory_locks: Callable[[], int]
 ) -> None:
     limits = await open_limits()
-    for _ in range(20):
-        taking = asyncio.create_task(limits.take_slot("free", 3))
+    # A tool each time: a slot given back stays idle, and taking it needs no statement.
+    tools = [f"free{n}" for n in range(20)]
+    for tool_id in tools:
+        taking = asyncio.create_task(limits.take_slot(tool_id, 3))
         await asyncio.sleep(0)  # the statement is on its way
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
 
-    await wait_for(lambda: advisory_locks() == 0, "no slot left locked")
-    await wait_for(lambda: limits.held.get("free", 0) == 0, "none counted as held")
+    await wait_for(lambda: not any(limits.held.values()), "none counted as held")
+    await wait_for(
+        lambda: advisory_locks() == sum(limits.idle.values()), "no slot locked but idle ones"
+    )
+    assert all(idle <= 1 for idle in limits.idle.values())
+
+
+async def test_a_lone_process_takes_its_idle_slot_with_no_statement(
+    open_limits: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    limits = await open_limits()
+    await limits.take_slot("cached", 2)
+    limits.give_slot("cached")
+    assert limits.idle == {"cached": 1}
+    await wait_for(lambda: not limits._tasks, "nothing left to send")
+    sent = limits.statements
+
+    for _ in range(100):
+        await limits.take_slot("cached", 2)
+        limits.give_slot("cached")
+
+    assert limits.statements == sent
+    assert advisory_locks() == 1
+    assert limits.idle == {"cached": 1}
+    assert limits.held == {"cached": 0}
+
+
+async def test_the_cache_holds_no_more_than_the_limit(
+    open_limits: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    limits = await open_limits()
+    for _ in range(5):
+        await asyncio.gather(*(limits.take_slot("bounded", 3) for _ in range(3)))
+        for _ in range(3):
+            limits.give_slot("bounded")
+
+    assert limits.idle == {"bounded": 3}
+    assert advisory_locks() == 3
+
+
+async def test_an_idle_slot_goes_to_another_process_that_asks(
+    open_limits: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    holder, asker = await open_limits(), await open_limits(poll_s=3600.0)
+    await holder.take_slot("one_slot", 1)
+    holder.give_slot("one_slot")
+    assert holder.idle == {"one_slot": 1}
+
+    # The poll is an hour: only the ask and the holder's release can hand it over.
+    await asyncio.wait_for(asker.take_slot("one_slot", 1), timeout=60.0)
+
+    assert asker.held == {"one_slot": 1}
+    assert holder.idle.get("one_slot", 0) == 0
+    assert advisory_locks() == 1
+
+
+async def test_a_process_asked_for_a_tool_gives_each_release_back_at_once(
+    open_limits: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    holder, asker = await open_limits(), await open_limits(poll_s=3600.0)
+    await holder.take_slot("busy", 1)
+    asking = asyncio.create_task(asker.take_slot("busy", 1))
+    await wait_for(lambda: asker._wakeups.get("busy") is not None, "the asker waits")
+    await wait_for(lambda: holder._yielding.get("busy") is not None, "the holder heard")
+
+    holder.give_slot("busy")  # in use when asked: unlocked on release, not kept
+
+    await asyncio.wait_for(asking, timeout=60.0)
+    assert holder.idle.get("busy", 0) == 0
+    assert asker.held == {"busy": 1}
+    assert advisory_locks() == 1
