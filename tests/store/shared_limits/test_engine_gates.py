@@ -103,3 +103,37 @@ async def test_a_run_cancelled_while_waiting_for_a_slot_holds_nothing(
 
     await wait_for(lambda: advisory_locks() == 0, "no slot is locked")
     assert waiter_limits.held.get("c", 0) == 0
+
+
+async def test_a_lone_engine_calls_a_limited_tool_again_with_no_statement(
+    make_engine: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    tools = {"c": tool("counted", max_concurrency=2, effect="read")}
+    engine, limits = await make_engine(tools)
+    await engine.sequential([("1", "c", {"delay_s": 0})])
+    await wait_for(lambda: not limits._tasks, "nothing left to send")
+    sent = limits.statements
+
+    for _ in range(20):
+        outcome = await engine.sequential([("1", "c", {"delay_s": 0})])
+        assert [r.status for r in outcome.receipts] == [Status.SUCCEEDED]
+
+    assert limits.statements == sent
+    assert limits.idle == {"c": 1}
+    assert advisory_locks() == 1
+
+
+async def test_an_engine_waiting_for_a_slot_gets_the_other_engines_idle_one(
+    make_engine: Callable[..., Any], advisory_locks: Callable[[], int]
+) -> None:
+    tools = {"c": tool("counted", max_concurrency=1, effect="read")}
+    (first, first_limits), (second, _) = await make_engine(tools), await make_engine(tools)
+    await first.sequential([("1", "c", {"delay_s": 0})])
+    assert first_limits.idle == {"c": 1}
+
+    # The second polls every 0.05 s, but the slot is locked until the first unlocks it.
+    outcome = await asyncio.wait_for(second.sequential([("1", "c", {"delay_s": 0})]), 60.0)
+
+    assert [r.status for r in outcome.receipts] == [Status.SUCCEEDED]
+    assert first_limits.idle.get("c", 0) == 0
+    assert advisory_locks() == 1
