@@ -13,7 +13,14 @@ from app.contract import Contract, load_contract
 from app.engine.engine import Engine
 from app.engine.parallel import ParallelOutcome
 from app.engine.plan import Lane, ParallelPlan, PlanLimits, PlannedCall, SequentialPlan
-from app.engine.ports import AuditEvent, AuditSink, CachedOutput, CacheStore, ReceiptSink
+from app.engine.ports import (
+    AuditEvent,
+    AuditSink,
+    CachedOutput,
+    CacheStore,
+    ReceiptSink,
+    SharedLimits,
+)
 from app.engine.preflight import preflight_parallel, preflight_sequential
 from app.engine.receipt import Receipt
 from app.engine.run import RunIdentity
@@ -68,6 +75,7 @@ def engine(
     sink: ReceiptSink | None = None,
     cache: CacheStore | None = None,
     audit: AuditSink | None = None,
+    shared_limits: SharedLimits | None = None,
 ) -> Engine:
     null = NullSinks()
     return Engine(
@@ -75,6 +83,7 @@ def engine(
         receipts=sink if sink is not None else null,
         audit=audit if audit is not None else null,
         cache=cache,
+        shared_limits=shared_limits,
     )
 
 
