@@ -97,7 +97,8 @@ class SharedLimits(Protocol):
         ...
 
     def give_slot(self, tool_id: str) -> None:
-        """Give one held slot back (without blocking: the release is sent later)."""
+        """Give back one slot a call used, without blocking; the process may keep it
+        idle for its next call until another process asks for the tool's slots."""
         ...
 
     def take_idle_slot(self, tool_id: str, limit: int) -> bool:

@@ -28,8 +28,10 @@ async def open_limits(conninfo: str, postgres_url: str) -> AsyncIterator[Callabl
     them are two processes' worth of connections."""
     opened: list[PostgresSharedLimits] = []
 
-    async def open_one(poll_s: float = 30.0) -> PostgresSharedLimits:
-        limits = PostgresSharedLimits(conninfo, database_target(postgres_url), poll_s=poll_s)
+    async def open_one(poll_s: float = 30.0, **options: Any) -> PostgresSharedLimits:
+        limits = PostgresSharedLimits(
+            conninfo, database_target(postgres_url), poll_s=poll_s, **options
+        )
         await limits.start()
         opened.append(limits)
         return limits

@@ -206,3 +206,22 @@ async def test_a_process_asked_for_a_tool_gives_each_release_back_at_once(
     assert holder.idle.get("busy", 0) == 0
     assert asker.held == {"busy": 1}
     assert advisory_locks() == 1
+
+
+async def test_a_process_keeps_idle_slots_again_once_nobody_asks(
+    open_limits: Callable[..., Any],
+) -> None:
+    holder, asker = await open_limits(yield_s=0.0), await open_limits(poll_s=3600.0)
+    await holder.take_slot("again", 1)
+    holder.give_slot("again")
+    await asyncio.wait_for(asker.take_slot("again", 1), timeout=60.0)
+    asker.give_slot("again")
+    assert asker.idle == {"again": 1}  # nobody asked the asker
+
+    # The holder's pause has passed: asking again hands the asker's idle slot over, and
+    # the holder keeps it idle after its call.
+    await asyncio.wait_for(holder.take_slot("again", 1), timeout=60.0)
+    holder.give_slot("again")
+
+    assert holder.idle == {"again": 1}
+    assert asker.idle.get("again", 0) == 0
