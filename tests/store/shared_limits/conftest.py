@@ -43,13 +43,15 @@ async def open_limits(conninfo: str, postgres_url: str) -> AsyncIterator[Callabl
 
 @pytest.fixture
 def advisory_locks(conninfo: str) -> Iterator[Callable[[], int]]:
-    """How many of the service's advisory locks the server holds now, all sessions."""
+    """How many of the service's advisory locks the server holds now on this test's
+    database, all sessions (other databases on the server are other tests')."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
 
         def count() -> int:
             row = conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                " AND classid = %s::oid AND granted",
+                " AND classid = %s::oid AND granted AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())",
                 (NAMESPACE,),
             ).fetchone()
             assert row is not None
