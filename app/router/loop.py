@@ -128,11 +128,33 @@ class RouterRun:
         return self._session
 
     async def start(self) -> RunResult:
+        await self.begin()
+        return await self._drive()
+
+    async def begin(self) -> None:
+        """Open the run's first stretch: its deterministic steps and the task message."""
         session = self._open()
         session.record("router.run_started", assembly.started_detail(session))
         await self._run_steps()
         self.messages.append(assembly.task_message(session))
-        return await self._drive()
+
+    def reopen(self) -> None:
+        """Open a stretch that goes on from a `carried_on` checkpoint (another process's)."""
+        self._open()
+
+    def carried_on(self) -> Checkpoint:
+        """Where the run stands between two turns, redacted like a pause's checkpoint, for
+        another stretch (in another process) to go on with `restore`, `reopen` and `turn`."""
+        session = self.session
+        session.freeze_time()
+        request = replace(self.plan.request, steps=())
+        return Checkpoint(
+            request=DEFAULT_REDACTOR.redact(request.to_json()),
+            transcript=transcript.dump(self.messages, self.kit.redactors),
+            state=self.state.dump(),
+            next_seq=session.engine_state.next_seq,
+            pending=(),
+        )
 
     async def resume(self, decisions: Mapping[str, Decision]) -> RunResult:
         """Settle the calls that waited for confirmation, then continue the loop."""
@@ -192,35 +214,37 @@ class RouterRun:
     # -- the loop -------------------------------------------------------------
 
     async def _drive(self) -> RunResult:
-        session = self.session
         while True:
-            stop = session.budget_stop(router_turn=True)
-            if stop is not None:
-                return self._stop(stop)
-            offer = self._offer()
-            messages = assembly.router_messages(session, offer, self.messages, self._wire)
-            reply = await ask(
-                session,
-                self.plan.router_profile,
-                messages,
-                offer.definitions,
-                "router",
-                budgets_checked=True,
-            )
-            if isinstance(reply, str):
-                return self._stop(reply)
-            if reply is None:
-                stop = self._turn_stop()
-                if stop is not None:
-                    return self._stop(stop)
-                continue
-            if reply.tool_calls:
-                result = await self._act(reply, offer.tools)
-            else:
-                self.messages.append(Message.assistant(reply.text))
-                result = await self._close_attempt()
+            result = await self.turn()
             if result is not None:
                 return result
+
+    async def turn(self) -> RunResult | None:
+        """One turn of the loop: the router model's reply and what it leads to (the
+        calls, or the final answer and its judgement); None: the run goes on."""
+        session = self.session
+        stop = session.budget_stop(router_turn=True)
+        if stop is not None:
+            return self._stop(stop)
+        offer = self._offer()
+        messages = assembly.router_messages(session, offer, self.messages, self._wire)
+        reply = await ask(
+            session,
+            self.plan.router_profile,
+            messages,
+            offer.definitions,
+            "router",
+            budgets_checked=True,
+        )
+        if isinstance(reply, str):
+            return self._stop(reply)
+        if reply is None:
+            stop = self._turn_stop()
+            return None if stop is None else self._stop(stop)
+        if reply.tool_calls:
+            return await self._act(reply, offer.tools)
+        self.messages.append(Message.assistant(reply.text))
+        return await self._close_attempt()
 
     async def _act(self, reply: ModelReply, offered: Mapping[str, Tool]) -> RunResult | None:
         session, state, limits = self.session, self.state, self.kit.limits

@@ -268,6 +268,7 @@ async def open_runtime(
             wrap_model=tracing.chat_model,
         )
     )
+    router.executor = plans.executor.router_executor()
     runtime = Runtime(
         settings=settings,
         contract=contract,

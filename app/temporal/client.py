@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
@@ -40,6 +40,9 @@ from app.temporal.messages import (
     PlanResult,
     RunRef,
 )
+
+if TYPE_CHECKING:
+    from app.temporal.router_client import TemporalRouterExecutor
 
 logger = logging.getLogger("toolloop.temporal")
 
@@ -87,6 +90,7 @@ class TemporalExecutor:
 
     def __init__(self, client: Client, settings: Settings, contract: Contract) -> None:
         self._client = client
+        self._settings = settings
         self._task_queue = settings.temporal_task_queue
         self._heartbeat_timeout_s = settings.temporal_heartbeat_timeout_s
         self._contract = contract
@@ -101,6 +105,12 @@ class TemporalExecutor:
             for pointer, call in _calls_with_pointers(plan)
             if tools[call.tool].requires_confirmation
         ]
+
+    def router_executor(self) -> TemporalRouterExecutor:
+        # Imported here: the router's client builds on this module's.
+        from app.temporal.router_client import TemporalRouterExecutor
+
+        return TemporalRouterExecutor(self._client, self._settings, self._contract)
 
     async def problem(self) -> str | None:
         try:

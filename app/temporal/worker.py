@@ -20,6 +20,8 @@ from app.contract import Contract
 from app.service.runtime import open_runtime
 from app.settings import Settings
 from app.temporal.activities import PlanActivities
+from app.temporal.router_activities import RouterActivities
+from app.temporal.router_workflow import RouterWorkflow
 from app.temporal.workflows import PlanWorkflow
 
 logger = logging.getLogger("toolloop.temporal.worker")
@@ -49,14 +51,14 @@ async def run_worker(settings: Settings, contract: Contract, stop: asyncio.Event
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     runtime = await open_runtime(settings, contract)
     try:
-        activities = PlanActivities(
-            runtime, settings.temporal_heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT
-        )
+        heartbeat_every_s = settings.temporal_heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT
+        plans = PlanActivities(runtime, heartbeat_every_s)
+        routers = RouterActivities(runtime, heartbeat_every_s)
         worker = Worker(
             client,
             task_queue=settings.temporal_task_queue,
-            workflows=[PlanWorkflow],
-            activities=activities.all(),
+            workflows=[PlanWorkflow, RouterWorkflow],
+            activities=[*plans.all(), *routers.all()],
             graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         )
         async with worker:

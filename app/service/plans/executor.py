@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
+from app.service.router.executor import RouterExecutor
 from app.service.runs.control import RemoteStop
 from app.service.runs.tasks import SupervisedRun
 
@@ -39,6 +40,9 @@ class PlanExecutor(Protocol):
     async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
         """Cancel a run recorded with `instance_id` that no process here executes, when
         this executor runs it (None: not one of its runs)."""
+
+    def router_executor(self) -> RouterExecutor | None:
+        """Where router runs go with this executor's plans (None: this process)."""
 
     def sequential(
         self,
@@ -77,6 +81,9 @@ class LocalExecutor:
         return None
 
     async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
+        return None
+
+    def router_executor(self) -> None:
         return None
 
     def sequential(

@@ -38,6 +38,7 @@ from app.service.errors import RouterRequestRejected, RouterUnavailable, Storage
 from app.service.idempotency import IdempotencyClaim
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.router.cassette import Recording
+from app.service.router.executor import RouterExecutor
 from app.service.router.records import AuditDecisions, closed_outcome
 from app.service.router.replay import (
     CapturedDecisions,
@@ -50,7 +51,7 @@ from app.service.router.replay import (
 )
 from app.service.router.tasks import RouterTask
 from app.service.runs.records import record_run_start
-from app.service.runs.tasks import CANCELLED
+from app.service.runs.tasks import CANCELLED, SupervisedRun
 from app.service.usage.ledger import ReplayedUsage
 from app.store.journal.writer import GroupCommitWriter
 from app.store.models import Run
@@ -89,6 +90,8 @@ class RouterService:
     replay_kit: RouterKit | None = None
     # What every model request goes through (a trace's span), replayed ones too.
     wrap_model: Callable[[ChatModel], ChatModel] = as_is
+    # Where runs go when not in this process (Temporal's executor); replays stay here.
+    executor: RouterExecutor | None = None
     # Rows for rejected requests: sanitized, bounded per caller (`rejection_audit`).
     rejections: RejectionAudit = field(init=False)
 
@@ -107,7 +110,7 @@ class RouterService:
         *,
         request_digest: str,
         claim: IdempotencyClaim | None = None,
-    ) -> RouterTask:
+    ) -> SupervisedRun:
         """Admit, then record the run (and claim `claim`); it runs under the supervisor.
 
         Raises RouterUnavailable, RouterRequestRejected (nothing recorded but the
@@ -121,9 +124,13 @@ class RouterService:
         recording = None
         if plan.router_profile.replays or plan.final_profile.replays:
             recording = await self._recording_of(plan, caller)
+        elif self.executor is not None:
+            problems = self.executor.problems(plan)
+            if problems:
+                self._reject(request.owner, caller, problems)
         return await self._start(kit, plan, caller, request_digest, claim, recording)
 
-    async def open_replay(self, source: str | Path, caller: str | None) -> RouterTask:
+    async def open_replay(self, source: str | Path, caller: str | None) -> SupervisedRun:
         """Replay a recorded run (its id) or a cassette file with its own request.
 
         Raises RouterUnavailable (no prompts), ReplaySourceError, RouterRequestRejected
@@ -170,22 +177,27 @@ class RouterService:
         request_digest: str,
         claim: IdempotencyClaim | None,
         recording: Recording | None,
-    ) -> RouterTask:
+    ) -> SupervisedRun:
         request = plan.request
         run_id = new_run_id()
+        executor = None if recording is not None else self.executor
         await record_run_start(
             self.sessions,
             run_id=run_id,
             kind="router",
             owner=plan.owner.name,
             contract_hash=self.contract.hash,
-            instance_id=self.instance_id,
+            instance_id=self.instance_id
+            if executor is None
+            else executor.run_instance(self.instance_id),
             caller=caller,
             claim=claim,
             request_digest=request_digest,
         )
         bind_run(run_id, caller)
         identity = RunIdentity(run_id, plan.owner.name, caller, request.context, self.contract.hash)
+        if executor is not None:
+            return executor.router_run(self.sessions, plan, identity)
         sink = AuditDecisions(self.writer, run_id, caller)
         if recording is None:
             run = RouterRun.new(kit, plan, identity, sink)

@@ -1,0 +1,165 @@
+"""The API side of router runs on Temporal: start the run's workflow, read its end.
+
+`serve` admits and records the run, then starts its workflow; the run's
+supervised task waits for the workflow's result and answers from the stored
+outcome (redacted: no tool output or model reply passes through Temporal). The
+run is recorded with the `ORCHESTRATED` instance, so no ToolLoop process's end
+interrupts it: the workflow's activities record its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
+
+from app.contract import Contract, Effect
+from app.engine import PlanProblem, RunIdentity
+from app.router.request_checks import RunPlan
+from app.service.router.records import receipt_from_store
+from app.service.runs.records import stored_receipts
+from app.service.runs.tasks import CANCELLED, RunResult
+from app.settings import Settings
+from app.store.repositories.runs import ORCHESTRATED, RunRepository
+from app.temporal.client import RUNNING, ExecutorUnavailable
+from app.temporal.router_messages import ROUTER_WORKFLOW, RouterRunInput
+
+logger = logging.getLogger("toolloop.temporal")
+
+NO_CONFIRMATIONS = (
+    "this tool requires a confirmation, which router runs on the temporal executor do "
+    "not support yet; run it with the local executor"
+)
+# What one stretch may take beyond the run's own deadline (its bookkeeping).
+STRETCH_MARGIN_S = 30.0
+# Keys of a stored receipt that a router response's receipts do not have.
+_STORED_ONLY = ("run_id", "seq", "owner", "definition_hash")
+
+
+def router_workflow_id(run_id: str) -> str:
+    return f"toolloop-router-{run_id}"
+
+
+class TemporalRouterExecutor:
+    """Router runs as Temporal workflows on `settings.temporal_task_queue`."""
+
+    def __init__(self, client: Client, settings: Settings, contract: Contract) -> None:
+        self._client = client
+        self._task_queue = settings.temporal_task_queue
+        self._heartbeat_timeout_s = settings.temporal_heartbeat_timeout_s
+        self._contract = contract
+
+    def run_instance(self, instance_id: str) -> str:
+        return ORCHESTRATED
+
+    def problems(self, plan: RunPlan) -> list[PlanProblem]:
+        """A run that could pause for a confirmation (one checkpoint kept in rows,
+        resumed by a decider) is not one this executor runs."""
+        return [
+            PlanProblem("/allowed_tools", f"{tool_id!r}: {NO_CONFIRMATIONS}")
+            for tool_id, tool in plan.tools.items()
+            if tool.requires_confirmation
+        ]
+
+    def router_run(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        plan: RunPlan,
+        identity: RunIdentity,
+    ) -> TemporalRouterRun:
+        tools = self._contract.tools
+        given = RouterRunInput(
+            run_id=identity.run_id,
+            caller=identity.caller,
+            contract_hash=identity.contract_hash,
+            request=plan.request.to_json(),
+            rerunnable=all(
+                tools[tool_id].effect is not Effect.NON_IDEMPOTENT for tool_id in plan.tools
+            ),
+            turn_timeout_s=plan.budgets.deadline_s + STRETCH_MARGIN_S,
+            heartbeat_timeout_s=self._heartbeat_timeout_s,
+        )
+        return TemporalRouterRun(self._client, self._task_queue, sessions, given)
+
+
+class TemporalRouterRun:
+    """A router run under this process's supervisor whose loop runs in Temporal."""
+
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str,
+        sessions: async_sessionmaker[AsyncSession],
+        given: RouterRunInput,
+    ) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._sessions = sessions
+        self._input = given
+
+    @property
+    def run_id(self) -> str:
+        return self._input.run_id
+
+    async def execute(self) -> None:
+        try:
+            handle = await self._client.start_workflow(
+                ROUTER_WORKFLOW,
+                self._input,
+                id=router_workflow_id(self.run_id),
+                task_queue=self._task_queue,
+                result_type=str,
+            )
+        except (RPCError, RuntimeError) as exc:
+            raise ExecutorUnavailable(f"the run's workflow could not start: {exc}") from exc
+        try:
+            await handle.result()
+        except (RPCError, WorkflowFailureError) as exc:
+            raise ExecutorUnavailable(f"the run's workflow did not end: {exc}") from exc
+
+    async def finish(self) -> RunResult:
+        return await self._answer()
+
+    async def stop(self, status: str) -> RunResult:
+        """A caller's cancel cancels the workflow and waits for its end (the workflow
+        records it); a shutdown leaves the run to Temporal, still running."""
+        if status != CANCELLED:
+            return await self._answer()
+        handle = self._client.get_workflow_handle(router_workflow_id(self.run_id))
+        try:
+            await handle.cancel()
+        except RPCError as exc:
+            logger.warning("run %s: the workflow could not be cancelled: %s", self.run_id, exc)
+            return await self._answer()
+        with suppress(WorkflowFailureError, RPCError):
+            await handle.result()
+        return await self._answer()
+
+    async def _answer(self) -> RunResult:
+        """The stored outcome once the run ended; while it goes on, its receipts so far."""
+        async with self._sessions() as session:
+            run = await RunRepository(session).get(self.run_id)
+        if run is not None and run.status != RUNNING and run.outcome is not None:
+            response = _caller_shape(run.outcome)
+            return RunResult(self.run_id, run.status, response, lambda: response)
+        rows = await stored_receipts(self._sessions, self.run_id)
+        going_on: dict[str, Any] = {
+            "run_id": self.run_id,
+            "status": RUNNING,
+            "receipts": [receipt_from_store(row) for row in rows],
+        }
+        return RunResult(self.run_id, RUNNING, going_on, lambda: going_on)
+
+
+def _caller_shape(outcome: dict[str, Any]) -> dict[str, Any]:
+    """The stored outcome with its receipts in a router response's shape."""
+    shaped = dict(outcome)
+    shaped["receipts"] = [
+        {key: value for key, value in receipt.items() if key not in _STORED_ONLY}
+        for receipt in outcome.get("receipts", [])
+    ]
+    return shaped

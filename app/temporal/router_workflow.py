@@ -1,0 +1,104 @@
+"""The router run's workflow: one activity per stretch of the router's loop.
+
+The loop's decisions (guardrails, dedup, budgets, the completion gate,
+`max_attempts`, the named outcome) are the router's own code, run inside each
+activity by `RouterRun` (app/router/loop.py); the workflow only chains the
+stretches: the request's steps, then one turn at a time (one router model
+request and what it leads to), each from the redacted checkpoint the previous
+one left, until a stretch ends the run. A stretch whose worker was lost runs
+again on another worker when the run's tools allow (`RouterRunInput.rerunnable`);
+otherwise, or once those attempts are spent, the run ends `interrupted`. A
+cancelled workflow cancels the stretch in flight (its calls end `cancelled`)
+and ends the run `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from app.temporal.router_messages import (
+        ROUTER_BEGIN,
+        ROUTER_LOST,
+        ROUTER_TURN,
+        ROUTER_WORKFLOW,
+        RouterLostInput,
+        RouterRunInput,
+        RouterStep,
+        RouterTurnInput,
+    )
+
+# Attempts of a stretch whose worker was lost, when the run's tools allow another.
+RERUN_ATTEMPTS = 3
+LOST_TIMEOUT = timedelta(seconds=60)
+LOST_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
+WORKER_LOST = "the worker running the run was lost"
+
+
+@workflow.defn(name=ROUTER_WORKFLOW)
+class RouterWorkflow:
+    @workflow.run
+    async def run(self, given: RouterRunInput) -> str:
+        checkpoint: dict[str, Any] | None = None
+        try:
+            step = await _stretch(ROUTER_BEGIN, given, given, "begin")
+            turn = 0
+            while step.checkpoint is not None:
+                checkpoint = step.checkpoint
+                turn += 1
+                step = await _stretch(
+                    ROUTER_TURN, given, RouterTurnInput(given, checkpoint), f"turn{turn}"
+                )
+        except asyncio.CancelledError:
+            await _lost(given, "cancelled", "the run was cancelled", checkpoint)
+            raise
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                await _lost(given, "cancelled", "the run was cancelled", checkpoint)
+                raise asyncio.CancelledError() from exc
+            await _lost(given, "interrupted", _why_lost(exc), checkpoint)
+            return "interrupted"
+        assert step.status is not None
+        return step.status
+
+
+async def _stretch(activity: str, run: RouterRunInput, given: object, name: str) -> RouterStep:
+    step: RouterStep = await workflow.execute_activity(
+        activity,
+        given,
+        result_type=RouterStep,
+        activity_id=f"{run.run_id}:{name}",
+        start_to_close_timeout=timedelta(seconds=run.turn_timeout_s),
+        heartbeat_timeout=timedelta(seconds=run.heartbeat_timeout_s),
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(milliseconds=200),
+            maximum_attempts=RERUN_ATTEMPTS if run.rerunnable else 1,
+        ),
+    )
+    return step
+
+
+def _why_lost(exc: ActivityError) -> str:
+    """A failure the activity named for good (a worker that cannot run the run) says
+    why; anything else is a lost worker."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.non_retryable:
+        return cause.message
+    return WORKER_LOST
+
+
+async def _lost(
+    run: RouterRunInput, status: str, reason: str, checkpoint: dict[str, Any] | None
+) -> None:
+    await workflow.execute_activity(
+        ROUTER_LOST,
+        RouterLostInput(run, status, reason, checkpoint),
+        start_to_close_timeout=LOST_TIMEOUT,
+        retry_policy=LOST_RETRIES,
+    )
