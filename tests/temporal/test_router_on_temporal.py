@@ -1,0 +1,178 @@
+"""Router runs on the Temporal executor: the router's loop runs in `toolloop worker`
+processes, a stretch per activity, each model request made by the worker (which holds
+the profiles) to the scripted fake model served on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.router.http_support import OUTCOME_KEYS
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml, serve
+from tests.support.waiting import wait_for_sync
+from tests.temporal.conftest import Stack, open_stack
+
+pytestmark = pytest.mark.postgres
+
+ROUTER_ENDED = ("done", "incomplete", "error", "cancelled", "interrupted")
+# Keys of the read API's receipt view that a router response's receipts do not have.
+STORE_ONLY = {
+    "run_id",
+    "seq",
+    "owner",
+    "created_at",
+    "output_truncated",
+    "output_digest",
+    "trace_id",
+}
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[tuple[FakeLLM, str]]:
+    fake = FakeLLM()
+    with serve(fake) as base_url:
+        yield fake, base_url
+
+
+@pytest.fixture(scope="module")
+def stack(stack_env: tuple[Path, dict[str, str]], model: tuple[FakeLLM, str]) -> Iterator[Stack]:
+    workdir, env = stack_env
+    profiles = workdir / "profiles.yml"
+    profiles.write_text(profiles_yaml(model[1]))
+    env = {**env, "TOOLLOOP_PROFILES": str(profiles), "TOOLLOOP_LLM_MAX_ATTEMPTS": "1"}
+    stack = open_stack(workdir, env, workers=2)
+    yield stack
+    stack.close()
+
+
+@pytest.fixture
+def fake(model: tuple[FakeLLM, str]) -> Iterator[FakeLLM]:
+    fake = model[0]
+    yield fake
+    assert fake.remaining == 0, "the run did not ask for every scripted reply"
+
+
+def _body(**overrides: Any) -> dict[str, Any]:
+    return {
+        "owner": "tester",
+        "goal": "Echo a greeting.",
+        "context": {"trace_id": "t-temporal"},
+        "router_profile": "router-small",
+        "final_profile": "final-local",
+        "allowed_tools": ["echo", "gate"],
+    } | overrides
+
+
+def _ended(stack: Stack, run_id: str) -> dict[str, Any]:
+    def ended() -> dict[str, Any] | None:
+        view: dict[str, Any] = stack.get(f"/runs/{run_id}").json()
+        return view if view["status"] in ROUTER_ENDED else None
+
+    return wait_for_sync(ended, f"router run {run_id} ended", bound_s=120, every_s=0.1)
+
+
+def test_a_router_run_ends_done_with_its_receipts(stack: Stack, fake: FakeLLM) -> None:
+    fake.script(
+        openai_calls(("c1", "echo", {"text": "hello", "secret": "s3cret"})),
+        openai_text("enough"),
+        openai_text("The greeting was hello."),
+    )
+    steps = [{"call_key": "first", "tool": "echo", "args": {"text": "step"}}]
+
+    response = stack.post("/router/runs", _body(steps=steps))
+
+    assert response.status_code == 200, response.text
+    outcome = response.json()
+    assert set(outcome) >= OUTCOME_KEYS
+    assert (outcome["status"], outcome["stopped_by"]) == ("done", "")
+    assert outcome["text"] == "The greeting was hello."
+    assert (outcome["turns"], outcome["attempts"]) == (2, 1)
+    receipts = outcome["receipts"]
+    assert [(r["call_key"], r["tool"], r["status"]) for r in receipts] == [
+        ("first", "echo", "succeeded"),
+        ("t1c0", "echo", "succeeded"),
+    ]
+    assert receipts[1]["output"] == {"text": "hello", "secret": "[REDACTED]"}
+    stored = stack.receipts(outcome["run_id"])
+    assert [{k: v for k, v in r.items() if k not in STORE_ONLY} for r in stored] == receipts
+    assert stack.get(f"/runs/{outcome['run_id']}").json()["status"] == "done"
+    # The worker made every model request: the router's second saw the first call's result.
+    assert "hello" in fake.tool_results(1)["c1"]
+
+
+def test_the_budgets_hold_across_turns_in_different_activities(stack: Stack, fake: FakeLLM) -> None:
+    fake.script(
+        openai_calls(("c1", "echo", {"text": "one"}), prompt_tokens=10, completion_tokens=5),
+        openai_calls(("c2", "echo", {"text": "two"}), prompt_tokens=10, completion_tokens=5),
+    )
+
+    response = stack.post("/router/runs", _body(budgets={"max_tokens": 20}))
+
+    assert response.status_code == 200, response.text
+    outcome = response.json()
+    assert (outcome["status"], outcome["stopped_by"]) == ("incomplete", "budget:max_tokens")
+    assert outcome["text"] == ""
+    assert [r["call_key"] for r in outcome["receipts"]] == ["t1c0"]
+    assert outcome["state"]["tokens"]["total"] == 30
+
+
+def test_the_turn_budget_stops_the_run_before_its_model_request(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    fake.script(openai_calls(("c1", "echo", {"text": "one"})))
+
+    response = stack.post("/router/runs", _body(budgets={"max_turns": 1}))
+
+    assert response.status_code == 200, response.text
+    outcome = response.json()
+    assert (outcome["status"], outcome["stopped_by"]) == ("incomplete", "budget:max_turns")
+    assert outcome["turns"] == 1
+
+
+def test_a_tool_that_needs_a_confirmation_is_refused_before_the_run_starts(
+    stack: Stack,
+) -> None:
+    response = stack.post("/router/runs", _body(allowed_tools=["echo", "approved"]))
+
+    assert response.status_code == 422, response.text
+    assert "confirmation" in response.text
+
+
+def _started_in(stack: Stack, name: str) -> list[int]:
+    marks = stack.marks.glob(f"{name}.started.*")
+    return sorted(int(path.name.rsplit(".", 1)[1]) for path in marks)
+
+
+def test_a_run_whose_worker_is_killed_mid_turn_completes_on_another(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    gate = ("c1", "gate", {"marks": str(stack.marks), "name": "router-turn"})
+    # The killed worker asks for the first reply; the turn runs again on the other one.
+    fake.script(
+        openai_calls(gate),
+        openai_calls(gate),
+        openai_text("enough"),
+        openai_text("The gate opened."),
+    )
+    response = stack.post("/router/runs", _body(), Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    (killed,) = wait_for_sync(lambda: _started_in(stack, "router-turn"), "the gate started")
+    (worker,) = [worker for worker in stack.workers if worker.pid == killed]
+    worker.kill()
+    stack.workers.remove(worker)
+    (stack.marks / "router-turn.release").touch()
+
+    run = _ended(stack, run_id)
+
+    assert run["status"] == "done"
+    started = _started_in(stack, "router-turn")
+    assert len(started) == 2
+    assert killed in started
+    receipts = stack.receipts(run_id)
+    assert [(r["call_key"], r["status"]) for r in receipts] == [("t1c0", "succeeded")]
+    assert receipts[0]["output"]["pid"] != killed
+    stack.start_worker()
