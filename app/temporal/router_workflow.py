@@ -80,6 +80,8 @@ async def _stretch(activity: str, run: RouterRunInput, given: object, name: str)
             initial_interval=timedelta(milliseconds=200),
             maximum_attempts=RERUN_ATTEMPTS if run.rerunnable else 1,
         ),
+        # A cancelled stretch's calls get their `cancelled` receipts before the run ends.
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
     return step
 

@@ -176,3 +176,43 @@ def test_a_run_whose_worker_is_killed_mid_turn_completes_on_another(
     assert [(r["call_key"], r["status"]) for r in receipts] == [("t1c0", "succeeded")]
     assert receipts[0]["output"]["pid"] != killed
     stack.start_worker()
+
+
+def test_a_cancel_cancels_the_workflow_and_the_call_in_flight(stack: Stack, fake: FakeLLM) -> None:
+    fake.script(openai_calls(("c1", "gate", {"marks": str(stack.marks), "name": "cancelled"})))
+    response = stack.post("/router/runs", _body(), Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    wait_for_sync(lambda: _started_in(stack, "cancelled"), "the gate started")
+
+    cancel = stack.post(f"/runs/{run_id}/cancel", {})
+
+    assert cancel.status_code in (200, 202), cancel.text
+    run = _ended(stack, run_id)
+    assert run["status"] == "cancelled"
+    receipts = stack.receipts(run_id)
+    # As in local mode: the call was running, so it may have taken effect.
+    assert [(r["call_key"], r["status"]) for r in receipts] == [("t1c0", "failed")]
+    assert receipts[0]["error"]["kind"] == "cancelled"
+    assert receipts[0]["error"]["outcome_unknown"] is True
+
+
+def test_a_run_that_may_call_a_non_idempotent_tool_ends_interrupted_when_its_worker_is_lost(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    fake.script(openai_calls(("c1", "gate_once", {"marks": str(stack.marks), "name": "once"})))
+    body = _body(allowed_tools=["echo", "gate_once"])
+    response = stack.post("/router/runs", body, Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    (killed,) = wait_for_sync(lambda: _started_in(stack, "once"), "the gate started")
+    (worker,) = [worker for worker in stack.workers if worker.pid == killed]
+    worker.kill()
+    stack.workers.remove(worker)
+    (stack.marks / "once.release").touch()
+
+    run = _ended(stack, run_id)
+
+    assert run["status"] == "interrupted"
+    assert _started_in(stack, "once") == [killed]  # never run a second time
+    stack.start_worker()
