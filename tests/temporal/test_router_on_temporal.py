@@ -216,3 +216,24 @@ def test_a_run_that_may_call_a_non_idempotent_tool_ends_interrupted_when_its_wor
     assert run["status"] == "interrupted"
     assert _started_in(stack, "once") == [killed]  # never run a second time
     stack.start_worker()
+
+
+def test_a_run_goes_on_when_the_api_process_is_killed(stack: Stack, fake: FakeLLM) -> None:
+    fake.script(
+        openai_calls(("c1", "gate", {"marks": str(stack.marks), "name": "api-killed"})),
+        openai_text("enough"),
+        openai_text("The gate opened."),
+    )
+    response = stack.post("/router/runs", _body(), Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    wait_for_sync(lambda: _started_in(stack, "api-killed"), "the gate started")
+    assert stack.server is not None
+    stack.server.kill()
+    (stack.marks / "api-killed.release").touch()
+
+    stack.serve()  # a new API process; its start marks stopped processes' runs interrupted
+    run = _ended(stack, run_id)
+
+    assert run["status"] == "done"
+    assert [r["status"] for r in stack.receipts(run_id)] == ["succeeded"]
