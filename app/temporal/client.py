@@ -80,7 +80,9 @@ async def connect(settings: Settings) -> Client:
 
 
 def workflow_id(run_id: str) -> str:
-    return f"toolloop-plan-{run_id}"
+    """A run's workflow id, plans' and router runs' alike (run ids are unique across
+    kinds), so that a cancel needs only the run's id."""
+    return f"toolloop-run-{run_id}"
 
 
 class TemporalExecutor:

@@ -9,8 +9,6 @@ interrupts it: the workflow's activities record its end.
 
 from __future__ import annotations
 
-import logging
-from contextlib import suppress
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -25,10 +23,8 @@ from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
 from app.store.repositories.runs import ORCHESTRATED, RunRepository
-from app.temporal.client import RUNNING, ExecutorUnavailable
+from app.temporal.client import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.router_messages import ROUTER_WORKFLOW, RouterRunInput
-
-logger = logging.getLogger("toolloop.temporal")
 
 NO_CONFIRMATIONS = (
     "this tool requires a confirmation, which router runs on the temporal executor do "
@@ -38,10 +34,6 @@ NO_CONFIRMATIONS = (
 STRETCH_MARGIN_S = 30.0
 # Keys of a stored receipt that a router response's receipts do not have.
 _STORED_ONLY = ("run_id", "seq", "owner", "definition_hash")
-
-
-def router_workflow_id(run_id: str) -> str:
-    return f"toolloop-router-{run_id}"
 
 
 class TemporalRouterExecutor:
@@ -110,7 +102,7 @@ class TemporalRouterRun:
             handle = await self._client.start_workflow(
                 ROUTER_WORKFLOW,
                 self._input,
-                id=router_workflow_id(self.run_id),
+                id=workflow_id(self.run_id),
                 task_queue=self._task_queue,
                 result_type=str,
             )
@@ -127,16 +119,8 @@ class TemporalRouterRun:
     async def stop(self, status: str) -> RunResult:
         """A caller's cancel cancels the workflow and waits for its end (the workflow
         records it); a shutdown leaves the run to Temporal, still running."""
-        if status != CANCELLED:
-            return await self._answer()
-        handle = self._client.get_workflow_handle(router_workflow_id(self.run_id))
-        try:
-            await handle.cancel()
-        except RPCError as exc:
-            logger.warning("run %s: the workflow could not be cancelled: %s", self.run_id, exc)
-            return await self._answer()
-        with suppress(WorkflowFailureError, RPCError):
-            await handle.result()
+        if status == CANCELLED:
+            await cancel_workflow(self._client, self.run_id)
         return await self._answer()
 
     async def _answer(self) -> RunResult:

@@ -237,3 +237,21 @@ def test_a_run_goes_on_when_the_api_process_is_killed(stack: Stack, fake: FakeLL
 
     assert run["status"] == "done"
     assert [r["status"] for r in stack.receipts(run_id)] == ["succeeded"]
+
+
+def test_a_cancel_reaches_the_workflow_from_another_api_process(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    fake.script(openai_calls(("c1", "gate", {"marks": str(stack.marks), "name": "elsewhere"})))
+    response = stack.post("/router/runs", _body(), Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    wait_for_sync(lambda: _started_in(stack, "elsewhere"), "the gate started")
+    assert stack.server is not None
+    stack.server.kill()
+    stack.serve()
+
+    cancel = stack.post(f"/runs/{run_id}/cancel", {})
+
+    assert cancel.status_code in (200, 202), cancel.text
+    assert _ended(stack, run_id)["status"] == "cancelled"
