@@ -1,8 +1,10 @@
-"""`toolloop worker`: runs plans' workflows and their calls, on any number of machines.
+"""`toolloop worker`: runs plans' and router runs' workflows and their activities, on
+any number of machines.
 
 A worker opens the same runtime as `serve` (the shared database, the journal,
-the engine with its admission gates and sinks), so the receipts it writes are
-the local executor's, and polls the task queue until SIGTERM or SIGINT.
+the engine with its admission gates and sinks, the router with its model
+profiles and prompts), so the receipts it writes are the local executor's, and
+polls the task queue until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
