@@ -23,7 +23,18 @@ RESULTS = Path(__file__).with_name("results")
 
 
 def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
-    from bench import cache, http, overhead, parallel, receipts, router, scale, tracing, workers
+    from bench import (
+        cache,
+        http,
+        overhead,
+        parallel,
+        receipts,
+        router,
+        scale,
+        temporal,
+        tracing,
+        workers,
+    )
 
     return {
         "overhead": overhead.measure,
@@ -35,6 +46,7 @@ def _sections() -> dict[str, Callable[[], Awaitable[Section]]]:
         "http": http.measure,
         "tracing": tracing.measure,
         "workers": workers.measure,
+        "temporal": temporal.measure,
     }
 
 

@@ -33,10 +33,12 @@ async def sqlite_database() -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def postgres_database() -> AsyncIterator[str]:
-    """A fresh database; raises OSError-like errors when the server is unreachable."""
+async def postgres_database(name: str | None = None) -> AsyncIterator[str]:
+    """A fresh database (`name`, else the URL's); raises OSError-like errors when the
+    server is unreachable."""
     url = make_url(POSTGRES_URL)
-    name = url.database or "toolloop_bench"
+    name = name or url.database or "toolloop_bench"
+    url = url.set(database=name)
     admin = create_async_engine(
         url.set(database="postgres"),
         isolation_level="AUTOCOMMIT",

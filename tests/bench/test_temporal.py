@@ -1,0 +1,42 @@
+"""The Temporal benchmark's bare floor: its two worker processes run the workflows it
+times, and end with it."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from bench import temporal
+from bench.temporal_server import TemporalDevServer
+
+
+def _bare_workers(address: str) -> list[int]:
+    """Pids of the bare worker processes connected to `address` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, NotADirectoryError, PermissionError, ProcessLookupError):
+            continue
+        if b"bench.temporal_bare" in arguments and address.encode() in arguments:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_the_bare_side_runs_its_calls_and_lanes_on_two_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(temporal, "CALLS", 3)
+    monkeypatch.setattr(temporal, "LANES", 7)
+    with TemporalDevServer() as server:
+        client = await Client.connect(server.address, namespace=server.namespace)
+        async with AsyncExitStack() as stack:
+            per_call, fan_out = await temporal._bare_side(stack, server, client, tmp_path)
+            assert len(_bare_workers(server.address)) == temporal.WORKERS
+            # Each asserts its workflow's answer: every call and every lane ran.
+            assert await per_call() > 0
+            assert await fan_out() > 0
+        assert _bare_workers(server.address) == []
