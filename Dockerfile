@@ -18,8 +18,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/toolloop
 RUN groupadd --system toolloop && useradd --system --gid toolloop --home /srv/toolloop toolloop
 COPY --from=build /dist /dist
-# With the `otel` extra: the image exports traces when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-RUN pip install "$(ls /dist/*.whl)[otel]" && rm -rf /dist
+# With the `otel` extra: the image exports traces when OTEL_EXPORTER_OTLP_ENDPOINT is set;
+# with `temporal`: it runs `toolloop worker` and TOOLLOOP_EXECUTOR=temporal.
+RUN pip install "$(ls /dist/*.whl)[otel,temporal]" && rm -rf /dist
 COPY registries/example.yml ./registries/example.yml
 RUN mkdir -p /srv/toolloop/data && chown toolloop:toolloop /srv/toolloop/data
 
