@@ -4,14 +4,15 @@ One Temporal dev server (`bench/temporal_server.py`) on 127.0.0.1 serves both si
 each on its own task queue with two worker processes:
 
 - bare: two `python -m bench.temporal_bare` workers (the SDK's defaults) running the
-  benchmark's no-op as a plain activity; a sequential workflow of the calls, and a
+  benchmark's no-op as a plain activity, in a sequential workflow of the calls or a
   fan-out workflow of one activity per lane (`bench/temporal_bare.py`);
 - ToolLoop: `toolloop serve` with `TOOLLOOP_EXECUTOR=temporal` and two `toolloop worker`
-  processes on one PostgreSQL database, given the same calls as a sequential plan and
+  processes on one PostgreSQL database, given the same calls as sequential plans and
   as a parallel plan of one-call lanes over HTTP (receipts stored, as always).
 
-Per call: wall time of the sequential run over its calls. Fan-out: wall time of the
-whole run. The ToolLoop side is measured only where this tree has `toolloop worker`
+Per call: one-call runs started one after another (a workflow of one activity, a
+one-call plan), wall time per run; and one run of many calls in sequence, wall time
+per call. Fan-out: wall time of the whole run. The ToolLoop side is measured only where this tree has `toolloop worker`
 and PostgreSQL answers; otherwise the section says why and keeps the floors.
 """
 
@@ -51,6 +52,7 @@ from bench.temporal_server import TemporalDevServer, free_port
 
 COMMAND = "BENCH_ONLY=temporal .venv/bin/python -m bench"
 WORKERS = 2
+RUNS = 20 if harness.QUICK else 50
 CALLS = 50 if harness.QUICK else 200
 LANES = 200 if harness.QUICK else 1000
 ROUNDS = 3 if harness.QUICK else 5
@@ -58,6 +60,16 @@ PER_CALL_BOUND = 1.2
 FAN_OUT_BOUND = 1.2
 READY_BOUND_S = 60.0
 DATABASE = "toolloop_bench_temporal"
+ONE_CALL, IN_SEQUENCE, FAN_OUT = "one-call runs", "calls in sequence", "fan-out"
+
+
+def _comparisons() -> dict[str, tuple[str, str, float]]:
+    """Each comparison's label, unit and bound (on the ToolLoop / bare ratio)."""
+    return {
+        ONE_CALL: (f"per call, {RUNS} one-call runs in turn", "µs/run (wall)", PER_CALL_BOUND),
+        IN_SEQUENCE: (f"per call, {CALLS} calls in sequence", "µs/call (wall)", PER_CALL_BOUND),
+        FAN_OUT: (f"{LANES:,} lanes on {WORKERS} workers", "s", FAN_OUT_BOUND),
+    }
 
 
 def _spawn(
@@ -121,7 +133,7 @@ async def _until_polled(
 
 async def _bare_side(
     stack: AsyncExitStack, server: TemporalDevServer, client: Client, logs: Path
-) -> tuple[Measure, Measure]:
+) -> dict[str, Measure]:
     queue = f"bench-bare-{uuid.uuid4().hex[:8]}"
     workers = [
         _started(
@@ -133,7 +145,16 @@ async def _bare_side(
     ]
     await _until_polled(client, queue, workers, logs)
 
-    async def per_call() -> float:
+    async def one_call_runs() -> float:
+        started = wall_clock()
+        for _ in range(RUNS):
+            done = await client.execute_workflow(
+                SequentialCalls.run, 1, id=f"one-{uuid.uuid4()}", task_queue=queue
+            )
+            assert done == 1
+        return per_call_us(wall_clock() - started, RUNS)
+
+    async def in_sequence() -> float:
         started = wall_clock()
         done = await client.execute_workflow(
             SequentialCalls.run, CALLS, id=f"seq-{uuid.uuid4()}", task_queue=queue
@@ -151,8 +172,8 @@ async def _bare_side(
         assert done == LANES
         return elapsed
 
-    await per_call()  # warm: the workers' sandboxes and caches, the server's queues
-    return per_call, fan_out
+    await in_sequence()  # warm: the workers' sandboxes and caches, the server's queues
+    return {ONE_CALL: one_call_runs, IN_SEQUENCE: in_sequence, FAN_OUT: fan_out}
 
 
 def _toolloop_missing() -> str | None:
@@ -214,7 +235,7 @@ async def _until_ready(http: httpx.AsyncClient, serve: subprocess.Popen[bytes], 
 
 async def _toolloop_side(
     stack: AsyncExitStack, server: TemporalDevServer, client: Client, logs: Path
-) -> tuple[Measure, Measure]:
+) -> dict[str, Measure]:
     url = await stack.enter_async_context(databases.postgres_database(DATABASE))
     queue = f"bench-toolloop-{uuid.uuid4().hex[:8]}"
     env = {
@@ -249,9 +270,19 @@ async def _toolloop_side(
     )
     await _until_ready(http, serve, serve_log)
     await _until_polled(client, queue, workers, logs)
-    sequential, parallel = _sequential_body(CALLS), _parallel_body(LANES)
+    one, sequential, parallel = (
+        _sequential_body(1),
+        _sequential_body(CALLS),
+        _parallel_body(LANES),
+    )
 
-    async def per_call() -> float:
+    async def one_call_runs() -> float:
+        started = wall_clock()
+        for _ in range(RUNS):
+            await _succeeded(http, "/plans/sequential", one)
+        return per_call_us(wall_clock() - started, RUNS)
+
+    async def in_sequence() -> float:
         started = wall_clock()
         await _succeeded(http, "/plans/sequential", sequential)
         return per_call_us(wall_clock() - started, CALLS)
@@ -261,13 +292,13 @@ async def _toolloop_side(
         await _succeeded(http, "/plans/parallel", parallel)
         return wall_clock() - started
 
-    await per_call()  # warm, as the bare side
-    return per_call, fan_out
+    await in_sequence()  # warm, as the bare side
+    return {ONE_CALL: one_call_runs, IN_SEQUENCE: in_sequence, FAN_OUT: fan_out}
 
 
 async def _toolloop_or_why(
     stack: AsyncExitStack, server: TemporalDevServer, client: Client, logs: Path
-) -> tuple[Measure, Measure] | str:
+) -> dict[str, Measure] | str:
     missing = await asyncio.to_thread(_toolloop_missing)
     if missing is not None:
         return missing
@@ -290,36 +321,23 @@ async def measure() -> Section:
     with TemporalDevServer() as server:
         client = await Client.connect(server.address, namespace=server.namespace)
         async with AsyncExitStack() as stack:
-            bare_per_call, bare_fan_out = await _bare_side(stack, server, client, logs)
+            bare = await _bare_side(stack, server, client, logs)
             ours = await _toolloop_or_why(stack, server, client, logs)
-            per_call: dict[str, Measure] = {"bare": bare_per_call}
-            fan_out: dict[str, Measure] = {"bare": bare_fan_out}
             if isinstance(ours, str):
                 section.notes.append(ours)
-            else:
-                per_call["toolloop"], fan_out["toolloop"] = ours
-            _figures(
-                section,
-                await rounds(per_call, ROUNDS, "µs/call (wall)"),
-                f"per call, {CALLS} calls in sequence",
-                "Temporal per call vs bare Temporal activity",
-                PER_CALL_BOUND,
-            )
-            _figures(
-                section,
-                await rounds(fan_out, ROUNDS, "s"),
-                f"{LANES:,} lanes on {WORKERS} workers",
-                f"Temporal {LANES:,} lanes vs bare Temporal fan-out",
-                FAN_OUT_BOUND,
-            )
+                ours = {}
+            for name, (label, unit, bound) in _comparisons().items():
+                subjects = {"bare": bare[name]}
+                if name in ours:
+                    subjects["toolloop"] = ours[name]
+                _figures(section, await rounds(subjects, ROUNDS, unit), label, bound)
     return section
 
 
-def _figures(
-    section: Section, samples: dict[str, Sample], label: str, target: str, bound: float
-) -> None:
+def _figures(section: Section, samples: dict[str, Sample], label: str, bound: float) -> None:
     bare = samples["bare"]
     section.samples[f"{label}: bare Temporal"] = bare
+    target = f"Temporal {label} vs bare Temporal"
     ours = samples.get("toolloop")
     if ours is None:
         section.checks.append(
