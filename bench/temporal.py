@@ -12,8 +12,9 @@ each on its own task queue with two worker processes:
 
 Per call: one-call runs started one after another (a workflow of one activity, a
 one-call plan), wall time per run; and one run of many calls in sequence, wall time
-per call. Fan-out: wall time of the whole run. The ToolLoop side is measured only where this tree has `toolloop worker`
-and PostgreSQL answers; otherwise the section says why and keeps the floors.
+per call. Fan-out: wall time of the whole run. The ToolLoop side is measured only
+where this tree has `toolloop worker` and PostgreSQL answers; otherwise the section
+says why and keeps the floors.
 """
 
 from __future__ import annotations
@@ -234,9 +235,10 @@ async def _until_ready(http: httpx.AsyncClient, serve: subprocess.Popen[bytes], 
 
 
 async def _toolloop_side(
-    stack: AsyncExitStack, server: TemporalDevServer, client: Client, logs: Path
+    stack: AsyncExitStack, server: TemporalDevServer, client: Client, logs: Path, url: str
 ) -> dict[str, Measure]:
-    url = await stack.enter_async_context(databases.postgres_database(DATABASE))
+    """Serve and two workers on `url` (a migrated PostgreSQL database), on a task queue
+    of their own."""
     queue = f"bench-toolloop-{uuid.uuid4().hex[:8]}"
     env = {
         "TOOLLOOP_EXECUTOR": "temporal",
@@ -307,7 +309,8 @@ async def _toolloop_or_why(
         return f"ToolLoop side not measured: its workers share PostgreSQL; {unavailable}"
     async with AsyncExitStack() as side:  # stopped at once when the side fails to start
         try:
-            measures = await _toolloop_side(side, server, client, logs)
+            url = await side.enter_async_context(databases.postgres_database(DATABASE))
+            measures = await _toolloop_side(side, server, client, logs, url)
         except (RuntimeError, AssertionError, OSError, httpx.HTTPError) as exc:
             return f"ToolLoop side not measured: {type(exc).__name__}: {str(exc)[:500]}"
         stack.push_async_exit(side.pop_all())
