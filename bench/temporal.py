@@ -20,6 +20,7 @@ says why and keeps the floors.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import subprocess
 import sys
@@ -34,7 +35,8 @@ import httpx
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
 
 from bench import databases, harness
 from bench.child_processes import ended_with_this_process
@@ -60,6 +62,9 @@ ROUNDS = 3 if harness.QUICK else 5
 PER_CALL_BOUND = 1.2
 FAN_OUT_BOUND = 1.2
 READY_BOUND_S = 60.0
+# One run (a workflow, a plan) that takes longer has failed: its comparison says so.
+RUN_BOUND = datetime.timedelta(seconds=300)
+RUN_FAILURES = (httpx.HTTPError, AssertionError, WorkflowFailureError, RPCError)
 DATABASE = "toolloop_bench_temporal"
 ONE_CALL, IN_SEQUENCE, FAN_OUT = "one-call runs", "calls in sequence", "fan-out"
 
@@ -150,7 +155,11 @@ async def _bare_side(
         started = wall_clock()
         for _ in range(RUNS):
             done = await client.execute_workflow(
-                SequentialCalls.run, 1, id=f"one-{uuid.uuid4()}", task_queue=queue
+                SequentialCalls.run,
+                1,
+                id=f"one-{uuid.uuid4()}",
+                task_queue=queue,
+                execution_timeout=RUN_BOUND,
             )
             assert done == 1
         return per_call_us(wall_clock() - started, RUNS)
@@ -158,7 +167,11 @@ async def _bare_side(
     async def in_sequence() -> float:
         started = wall_clock()
         done = await client.execute_workflow(
-            SequentialCalls.run, CALLS, id=f"seq-{uuid.uuid4()}", task_queue=queue
+            SequentialCalls.run,
+            CALLS,
+            id=f"seq-{uuid.uuid4()}",
+            task_queue=queue,
+            execution_timeout=RUN_BOUND,
         )
         elapsed = wall_clock() - started
         assert done == CALLS
@@ -167,7 +180,11 @@ async def _bare_side(
     async def fan_out() -> float:
         started = wall_clock()
         done = await client.execute_workflow(
-            FanOut.run, LANES, id=f"fan-{uuid.uuid4()}", task_queue=queue
+            FanOut.run,
+            LANES,
+            id=f"fan-{uuid.uuid4()}",
+            task_queue=queue,
+            execution_timeout=RUN_BOUND,
         )
         elapsed = wall_clock() - started
         assert done == LANES
@@ -268,7 +285,7 @@ async def _toolloop_side(
         env,
     )  # fmt: skip
     http = await stack.enter_async_context(
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=600)
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=RUN_BOUND.total_seconds())
     )
     await _until_ready(http, serve, serve_log)
     await _until_polled(client, queue, workers, logs)
@@ -333,21 +350,29 @@ async def measure() -> Section:
                 subjects = {"bare": bare[name]}
                 if name in ours:
                     subjects["toolloop"] = ours[name]
-                _figures(section, await rounds(subjects, ROUNDS, unit), label, bound)
+                try:
+                    samples = await rounds(subjects, ROUNDS, unit)
+                except RUN_FAILURES as exc:
+                    why = f"a run failed: {type(exc).__name__}: {str(exc)[:300]}"
+                    section.checks.append(_target(label, bound, "failed", False, why))
+                    continue
+                _figures(section, samples, label, bound)
     return section
+
+
+def _target(label: str, bound: float, figure: str, met: bool | None, note: str = "") -> Check:
+    return Check(f"Temporal {label} vs bare Temporal", figure, f"≤ {bound}x", met, note)
 
 
 def _figures(section: Section, samples: dict[str, Sample], label: str, bound: float) -> None:
     bare = samples["bare"]
     section.samples[f"{label}: bare Temporal"] = bare
-    target = f"Temporal {label} vs bare Temporal"
     ours = samples.get("toolloop")
     if ours is None:
-        section.checks.append(
-            Check(target, "not measured", f"≤ {bound}x", None, "the ToolLoop side is missing")
-        )
+        missing = "the ToolLoop side is missing"
+        section.checks.append(_target(label, bound, "not measured", None, missing))
         return
     section.samples[f"{label}: ToolLoop, TOOLLOOP_EXECUTOR=temporal"] = ours
     ratio = ratios(ours, bare)
     section.samples[f"{label}: ToolLoop / bare"] = ratio
-    section.checks.append(Check(target, str(ratio), f"≤ {bound}x", ratio.median <= bound))
+    section.checks.append(_target(label, bound, str(ratio), ratio.median <= bound))
