@@ -1,5 +1,5 @@
-"""The Temporal benchmark's bare floor: its two worker processes run the workflows it
-times, and end with it."""
+"""The Temporal benchmark's two sides: their worker processes run what it times, and end
+with it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from app.store.migrate import upgrade_database
 from bench import temporal
 from bench.temporal_server import TemporalDevServer
 
@@ -42,3 +43,20 @@ async def test_the_bare_side_runs_its_calls_and_lanes_on_two_worker_processes(
             for measure in measures.values():
                 assert await measure() > 0
         assert _bare_workers(server.address) == []
+
+
+async def test_the_toolloop_side_runs_its_plans_on_two_toolloop_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    monkeypatch.setattr(temporal, "RUNS", 2)
+    monkeypatch.setattr(temporal, "CALLS", 3)
+    monkeypatch.setattr(temporal, "LANES", 7)
+    await upgrade_database(postgres_url)
+    with TemporalDevServer() as server:
+        client = await Client.connect(server.address, namespace=server.namespace)
+        async with AsyncExitStack() as stack:
+            measures = await temporal._toolloop_side(stack, server, client, tmp_path, postgres_url)
+            assert set(measures) == set(temporal._comparisons())
+            # Each asserts every plan's answer: 200 and `succeeded`.
+            for measure in measures.values():
+                assert await measure() > 0
