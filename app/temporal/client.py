@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from temporalio.service import RPCError
 
 from app.contract import Contract, Effect, Tool
 from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, SequentialPlan
-from app.service.errors import EXECUTOR_UNAVAILABLE, ServiceUnavailable
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.runs import PlanPorts, stored_parallel_answer, stored_sequential_answer
 from app.service.runs.control import RemoteStop
@@ -32,6 +30,7 @@ from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
 from app.store.repositories.runs import ORCHESTRATED
+from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.messages import (
     PLAN_WORKFLOW,
     CallSpec,
@@ -55,15 +54,6 @@ NO_CONFIRMATIONS = (
 ATTEMPT_MARGIN_S = 30.0
 # How long `/readyz` waits for Temporal's answer.
 HEALTH_TIMEOUT = timedelta(seconds=2)
-# A run still going on in Temporal when this process stops answering for it.
-RUNNING = "running"
-
-
-class ExecutorUnavailable(ServiceUnavailable):
-    """The cause (Temporal's words, its address) goes to the log only."""
-
-    def __init__(self, cause: str) -> None:
-        super().__init__(EXECUTOR_UNAVAILABLE, retry_after_s=5, log=cause)
 
 
 async def open_executor(settings: Settings, contract: Contract) -> TemporalExecutor:
@@ -77,12 +67,6 @@ async def connect(settings: Settings) -> Client:
     return await Client.connect(
         settings.temporal_address, namespace=settings.temporal_namespace, lazy=True
     )
-
-
-def workflow_id(run_id: str) -> str:
-    """A run's workflow id, plans' and router runs' alike (run ids are unique across
-    kinds), so that a cancel needs only the run's id."""
-    return f"toolloop-run-{run_id}"
 
 
 class TemporalExecutor:
@@ -225,20 +209,6 @@ def _calls_with_pointers(
         for lane_index, lane in enumerate(plan.lanes)
         for index, call in enumerate(lane.calls)
     ]
-
-
-async def cancel_workflow(client: Client, run_id: str) -> str | None:
-    """Cancel the run's workflow and wait until it ended: `cancelled` once it did (or
-    had ended already), None when Temporal could not be asked."""
-    handle = client.get_workflow_handle(workflow_id(run_id))
-    try:
-        await handle.cancel()
-    except RPCError as exc:
-        logger.warning("run %s: the workflow could not be cancelled: %s", run_id, exc)
-        return None
-    with suppress(WorkflowFailureError, RPCError):
-        await handle.result()
-    return CANCELLED
 
 
 class TemporalPlanRun:

@@ -23,7 +23,7 @@ from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
 from app.store.repositories.runs import ORCHESTRATED, RunRepository
-from app.temporal.client import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
+from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.router_messages import ROUTER_WORKFLOW, RouterRunInput
 
 NO_CONFIRMATIONS = (
