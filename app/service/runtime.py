@@ -115,6 +115,12 @@ class Runtime:
             raise RunRunningElsewhere(run_id)
         return await self.replicas.stop_elsewhere(run_id, owner)
 
+    def relay_run_end(self, run_id: str, status: str) -> None:
+        """A run that no process supervises here ended here (a worker recorded the end
+        of a run on Temporal): the processes that follow it hear of it."""
+        ends = self.events if self.replicas is None else self.replicas.relay
+        ends.end(run_id, status)
+
     async def executor_problem(self) -> str | None:
         """Why plans cannot run now besides the database (None: they can)."""
         return await self.plans.executor.problem()

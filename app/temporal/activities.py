@@ -128,6 +128,7 @@ class PlanActivities:
             call_count=sum(1 for row in rows if row.seq < run.planned_calls),
             writer=runtime.writer,
         )
+        runtime.relay_run_end(run.run_id, given.status)
         record_plan_finished(run.kind, given.status)
 
     def _open(self, run: RunRef, first_seq: int) -> RunState:

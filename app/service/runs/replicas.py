@@ -6,7 +6,10 @@ execute goes to the process that executes it, which stops it exactly as a
 local cancel does and answers with the run's end once it is stored; a stream
 asks that process to relay the run (`RunEventRelay`) and waits for its yes
 before it reads what is stored, so that no receipt falls between the two.
-Relayed receipts are read here from the store. Every wait is bounded: a
+Relayed receipts are read here from the store. A run on Temporal
+(`ORCHESTRATED`) is relayed by every `toolloop worker` that hears the watch on
+the orchestrated runs' channel; this process renews that watch while a stream
+here follows the run. Every wait is bounded: a
 process found dead (its heartbeat stale) gets its runs marked `interrupted`,
 as the sweep does; a live one that does not answer in time leaves the cancel
 unconfirmed (503), and a stream falls back to polling the store.
@@ -28,11 +31,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.service.errors import CancelUnconfirmed, StorageUnavailable
 from app.service.runs.control import RemoteStop
 from app.service.runs.events import RunEventHub
-from app.service.runs.relay import NoticeSender, RunEventRelay, notice
+from app.service.runs.relay import (
+    ORCHESTRATED_WATCH_RENEW_S,
+    NoticeSender,
+    RunEventRelay,
+    notice,
+)
 from app.service.runs.tasks import CANCELLED, INTERRUPTED, RunSupervisor
 from app.store.repositories.instances import InstanceRepository
 from app.store.repositories.receipts import ReceiptRepository, receipt_row
-from app.store.repositories.runs import RUNNING, RunRepository
+from app.store.repositories.runs import ORCHESTRATED, RUNNING, RunRepository
 
 logger = logging.getLogger("toolloop.replicas")
 
@@ -62,6 +70,8 @@ class RunReplicas:
         # Relayed receipts and ends, delivered one after the other in the order they came.
         self._relayed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._delivering: asyncio.Task[None] | None = None
+        # Runs on Temporal followed here, whose watch is renewed.
+        self._renewing: set[str] = set()
 
     # -- asking another process ---------------------------------------------------
 
@@ -83,7 +93,24 @@ class RunReplicas:
     async def follow(self, run_id: str, owner: str) -> bool:
         """Ask `owner` to relay the run here; whether it does (it executes the run)."""
         answer = await self._ask(owner, {"op": "watch", "run": run_id}, FOLLOW_WAIT_S)
-        return answer is not None and bool(answer["watching"])
+        watching = answer is not None and bool(answer["watching"])
+        if watching and owner == ORCHESTRATED and run_id not in self._renewing:
+            self._renewing.add(run_id)
+            self._spawn(self._renew_watch(run_id))
+        return watching
+
+    async def _renew_watch(self, run_id: str) -> None:
+        """Watch the run on Temporal again while a stream here follows it."""
+        try:
+            while True:
+                await asyncio.sleep(ORCHESTRATED_WATCH_RENEW_S)
+                if not self.hub.subscriber_count(run_id):
+                    return
+                self.notices.send(
+                    instance_channel(ORCHESTRATED), notice({"op": "watch", "run": run_id})
+                )
+        finally:
+            self._renewing.discard(run_id)
 
     # -- notices --------------------------------------------------------------------
 

@@ -4,10 +4,11 @@ Subscribe first, then read what is stored: a receipt committed before the
 subscription is in the store, one committed after it reaches the subscriber,
 and the overlap is dropped by `seq`. A finished run replays its stored
 receipts and ends at once. A run executing in this process is followed through
-the hub; one running elsewhere (another replica) through the hub too when that
-process relays it (PostgreSQL: `follow`), its status checked every
-`heartbeat_s`, otherwise by polling the store every `poll_s`, until it ends
-there (or is marked interrupted when its process died).
+the hub; one running elsewhere (another replica, or Temporal's workers for a
+run recorded `ORCHESTRATED`, even one this process started) through the hub
+too when the processes executing it relay it (PostgreSQL: `follow`), its
+status checked every `heartbeat_s`, otherwise by polling the store every
+`poll_s`, until it ends there (or is marked interrupted when its process died).
 When this process shuts down, its own runs end `interrupted` (an `end` event)
 and a stream of a run going on elsewhere gets a final `shutdown` event.
 """
@@ -36,7 +37,7 @@ from app.service.runs.tasks import RunSupervisor
 from app.store.models import Receipt as StoredReceipt
 from app.store.models import Run
 from app.store.repositories.receipts import ReceiptRepository
-from app.store.repositories.runs import RUNNING, RunRepository
+from app.store.repositories.runs import ORCHESTRATED, RUNNING, RunRepository
 
 PAGE = 500
 # (run id, the instance executing it) -> whether that instance relays the run here.
@@ -103,8 +104,13 @@ class RunEventStream:
         loop = asyncio.get_running_loop()
         with self.hub.subscribe(run_id) as subscription:
             seen = _Seen()
+            # A run on Temporal writes its receipts in the workers, even when this
+            # process supervises it (it started it and waits for its end).
+            orchestrated = owner == ORCHESTRATED
             # Relayed from before the stored receipts are read: none falls in between.
-            elsewhere = owner is not None and not self.supervisor.is_active(run_id)
+            elsewhere = owner is not None and (
+                orchestrated or not self.supervisor.is_active(run_id)
+            )
             followed = elsewhere and await self._follow(run_id, owner)
             # Read before the receipts: a run seen finished has all its receipts stored.
             status = await self._status(run_id)
@@ -131,7 +137,7 @@ class RunEventStream:
                         "shutdown", {"run_id": run_id, "status": status, "detail": SHUTDOWN}
                     )
                     return
-                local = self.supervisor.is_active(run_id)
+                local = not orchestrated and self.supervisor.is_active(run_id)
                 relayed = local or followed
                 if await subscription.wait(self.heartbeat_s if relayed else self.poll_s):
                     continue
