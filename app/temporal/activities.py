@@ -24,6 +24,7 @@ from app.engine import CallError, Engine, RunIdentity
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
 from app.engine.run import RunKind, RunState
 from app.observability.plans import record_plan_finished
+from app.service.plans.mcp_call import MCP
 from app.service.runs.records import record_run_end, stored_receipts
 from app.service.runtime import Runtime
 from app.store.models import Receipt as StoredReceipt
@@ -151,7 +152,7 @@ class PlanActivities:
         deadline_s = None if run.deadline_at is None else run.deadline_at - time.time()
         return self._engine.open_run(
             identity,
-            RunKind(run.kind),
+            engine_run_kind(run.kind),
             deadline_s=deadline_s,
             first_seq=first_seq,
             parallel_batch_id=run.parallel_batch_id,
@@ -169,6 +170,12 @@ class PlanActivities:
 
 def first_dispatch_seq(run: RunRef, seq: int) -> int:
     return run.planned_calls + seq * DISPATCH_STRIDE
+
+
+def engine_run_kind(kind: str) -> RunKind:
+    """The engine's kind of a plan's run: an MCP call runs as the one call of a
+    sequential plan, as it does locally."""
+    return RunKind.SEQUENTIAL if kind == MCP else RunKind(kind)
 
 
 def _at(rows: Iterable[StoredReceipt], seq: int) -> StoredReceipt | None:

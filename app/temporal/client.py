@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from app.contract import Contract, Effect, Tool
 from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
+from app.service.plans.mcp_call import MCP
 from app.service.plans.runs import PlanPorts, stored_parallel_answer, stored_sequential_answer
 from app.service.runs.control import RemoteStop
 from app.service.runs.records import stored_receipts
@@ -121,8 +122,28 @@ class TemporalExecutor:
         started: asyncio.Future[None] | None,
         claim: IdempotencyClaim | None,
     ) -> TemporalPlanRun:
+        return self._sequential(ports, identity, plan, admitted, "sequential")
+
+    def mcp_call(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+    ) -> TemporalPlanRun:
+        return self._sequential(ports, identity, plan, admitted, MCP)
+
+    def _sequential(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        kind: str,
+    ) -> TemporalPlanRun:
         chains = [Chain(None, self._specs(plan.calls, admitted, 0))]
-        run = self._ref(identity, "sequential", None, plan.deadline_s, len(plan.calls))
+        run = self._ref(identity, kind, None, plan.deadline_s, len(plan.calls))
         return TemporalPlanRun(
             self._client,
             self._task_queue,

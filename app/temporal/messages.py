@@ -26,7 +26,7 @@ class RunRef:
     owner: str
     caller: str | None
     contract_hash: str
-    kind: str  # "sequential" | "parallel"
+    kind: str  # "sequential" | "parallel" | "mcp" (an MCP client's one-call run)
     # The caller's context: the execution context's, not the arguments'.
     context: dict[str, Any]
     # The plan's own calls (seq 0 up to it); calls that running tools dispatch follow.

@@ -19,6 +19,16 @@ subagents:
         output_schema: {type: object}
         effect: read
         redact: [secret]
+      whoami:
+        callable: tests.temporal.tools:whoami
+        description: Return the text and the process the call ran in.
+        input_schema:
+          type: object
+          properties: {text: {type: string}}
+          required: [text]
+          additionalProperties: false
+        output_schema: {type: object}
+        effect: read
       explode:
         callable: tests.temporal.tools:explode
         description: Always raises.
@@ -56,7 +66,7 @@ subagents:
         output_schema: {type: object}
         requires_confirmation: true
     runner_defaults:
-      allowed_tools: [echo, explode, gate, gate_once, approved]
+      allowed_tools: [echo, whoami, explode, gate, gate_once, approved]
       max_calls: 8
       tool_timeout_s: 120
 """

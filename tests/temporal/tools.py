@@ -13,6 +13,11 @@ def echo(text: str, secret: str | None = None) -> dict[str, Any]:
     return {"text": text, "secret": secret}
 
 
+def whoami(text: str) -> dict[str, Any]:
+    """The text and the process the call ran in."""
+    return {"text": text, "pid": os.getpid()}
+
+
 def explode(text: str) -> dict[str, Any]:
     raise RuntimeError(f"exploded on {text}")
 

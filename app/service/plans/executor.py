@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
+from app.service.plans.mcp_call import McpCallRun
 from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
 from app.service.router.executor import RouterExecutor
 from app.service.runs.control import RemoteStop
@@ -65,6 +66,16 @@ class PlanExecutor(Protocol):
         claim: IdempotencyClaim | None,
     ) -> SupervisedRun: ...
 
+    def mcp_call(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+    ) -> SupervisedRun:
+        """An MCP client's one-call run (kind `mcp`), as `sequential` runs a plan."""
+
 
 class LocalExecutor:
     """The calls run in this process's engine."""
@@ -108,3 +119,13 @@ class LocalExecutor:
         claim: IdempotencyClaim | None,
     ) -> ParallelRun:
         return ParallelRun(ports, identity, plan, admitted, batch_id, started=started, claim=claim)
+
+    def mcp_call(
+        self,
+        ports: PlanPorts,
+        identity: RunIdentity,
+        plan: SequentialPlan,
+        admitted: Args,
+        started: asyncio.Future[None] | None,
+    ) -> McpCallRun:
+        return McpCallRun(ports, identity, plan, admitted, started=started)

@@ -44,7 +44,7 @@ from app.service.idempotency import IdempotencyClaim
 from app.service.plans.context import ContextRedaction
 from app.service.plans.digest import plan_digest
 from app.service.plans.executor import LocalExecutor, PlanExecutor
-from app.service.plans.mcp_call import MCP, McpCallRun
+from app.service.plans.mcp_call import MCP
 from app.service.rejection_audit import RejectionAudit, rejection_detail
 from app.service.runs.records import record_run_start
 from app.service.runs.tasks import SupervisedRun
@@ -66,7 +66,7 @@ class PlanService:
     limits: PlanLimits
     instance_id: str
     max_stored_output_bytes: int
-    # Where preflighted plans run (MCP one-call runs and resumed plans run locally).
+    # Where preflighted plans and MCP one-call runs run (resumed plans run locally).
     executor: PlanExecutor = field(default_factory=LocalExecutor)
     # Rows for rejected plans: sanitized, bounded per caller (`rejection_audit`).
     rejections: RejectionAudit = field(init=False)
@@ -150,17 +150,18 @@ class PlanService:
 
     async def open_mcp_call(
         self, owner: str, tool: str, args: Mapping[str, Any], caller: str | None
-    ) -> McpCallRun:
+    ) -> SupervisedRun:
         """A one-call run of kind `mcp`: `tool` with `args`, as `owner`; the call's key
-        is the tool's name. Preflighted and recorded as `open_sequential` (the caller
-        waits for its end, with no idempotency key).
+        is the tool's name. Preflighted, recorded and run by the executor as
+        `open_sequential` (the caller waits for its end, with no idempotency key).
 
         Raises PlanRejected (nothing recorded but the audit event), StorageUnavailable.
         """
         plan = SequentialPlan(owner, (PlannedCall(tool, tool, args),))
         checked = preflight_sequential(plan, self.contract, self.limits)
-        if checked.problems:
-            self._reject(MCP, owner, caller, checked.problems)
+        problems = checked.problems or self.executor.problems(plan)
+        if problems:
+            self._reject(MCP, owner, caller, problems)
         identity, started = await self._open_run(
             MCP,
             plan_digest(plan),
@@ -169,10 +170,9 @@ class PlanService:
             plan.context,
             None,
             None,
-            self._reads_only(plan.calls),
-            local=True,
+            self.executor.defers_start and self._reads_only(plan.calls),
         )
-        return McpCallRun(self, identity, plan, checked.admitted, started=started)
+        return self.executor.mcp_call(self, identity, plan, checked.admitted, started)
 
     def _reads_only(self, calls: Iterable[PlannedCall]) -> bool:
         """Whether every call names a tool declared `effect: read` (preflight passed)."""
@@ -201,12 +201,9 @@ class PlanService:
         batch_id: str | None,
         claim: IdempotencyClaim | None,
         deferred_start: bool,
-        *,
-        local: bool = False,
     ) -> tuple[RunIdentity, asyncio.Future[None] | None]:
         """The run's identity, and its start's future when `deferred_start` (the start
-        is queued, not committed yet), else None (committed). `local`: the run runs in
-        this process whatever the executor."""
+        is queued, not committed yet), else None (committed)."""
         run_id = new_run_id()
         stored_context = self.context_redaction.stored(owner, context)
         started = await record_run_start(
@@ -215,7 +212,7 @@ class PlanService:
             kind=kind,
             owner=owner,
             contract_hash=self.contract.hash,
-            instance_id=self.instance_id if local else self.executor.run_instance(self.instance_id),
+            instance_id=self.executor.run_instance(self.instance_id),
             caller=caller,
             parallel_batch_id=batch_id,
             claim=claim,
