@@ -82,6 +82,8 @@ _STATUS_TEXT = {status: status.value for status in Status}
 _SUCCEEDED = Status.SUCCEEDED
 _FAILED = Status.FAILED
 _SKIPPED = Status.SKIPPED
+# Receipts of calls that never started: not counted against a tool's `max_per_run`.
+_NEVER_RAN = frozenset((Status.DENIED, Status.SKIPPED))
 _CALL_STARTED = AuditKind.CALL_STARTED
 _CALL_FINISHED = AuditKind.CALL_FINISHED
 _OUTPUT_SCHEMA = ErrorKind.OUTPUT_SCHEMA
@@ -373,13 +375,14 @@ class CallPipeline:
 
     def recall(self, state: RunState, receipts: Sequence[SettledCall]) -> None:
         """Count, for `requires`, calls an earlier stretch of the run settled (the
-        completed calls a resumed run reports again), as if they settled here."""
+        completed calls a resumed run reports again), as if they settled here; a
+        denied or skipped call never ran and takes no run of its tool."""
         requirements = state.requirements
         for receipt in receipts:
             spec = self._specs.get(receipt.tool)
             if spec is None:
                 continue
-            if spec.capped:
+            if spec.capped and receipt.status not in _NEVER_RAN:
                 requirements.record_call(receipt.tool)
             if spec.required and receipt.status == _SUCCEEDED:
                 requirements.record_success(receipt.item_key, receipt.tool)
@@ -480,15 +483,11 @@ class CallPipeline:
         finally:
             call.wait_ms += (perf_counter() - waited_from) * 1000.0
 
-    def _unmet_requirements(self, call: Call, capped: bool) -> CallError | None:
-        """Why the call may not start (its tool's `requires`), or None; a call that
-        may start is counted against its tool's `max_per_run` here, before any wait."""
-        state = call.state
-        reasons = state.requirements.unmet(call.tool, call.item_key, self.contract.tools)
+    def _unmet_requirements(self, call: Call) -> CallError | None:
+        """Why the call may not start (its tool's `requires`), or None."""
+        reasons = call.state.requirements.unmet(call.tool, call.item_key, self.contract.tools)
         if reasons:
             return CallError(ErrorKind.REQUIRES, "not started: " + "; ".join(reasons))
-        if capped:
-            state.requirements.record_call(call.tool.id)
         return None
 
     def _refused(self, call: Call, out: list[Receipt]) -> bool:
@@ -524,11 +523,15 @@ class CallPipeline:
         backlog, the cache. The call's receipt when one of them settled it."""
         state = call.state
         if spec.gated:
-            error = self._unmet_requirements(call, spec.capped)
+            error = self._unmet_requirements(call)
             if error is not None:
                 return self._settle(call, out, _SKIPPED, None, error)
         if spec.confirm and self._refused(call, out):
             return out[-1]
+        if spec.capped:
+            # Counted once the gate let it through (a denied call never runs), with no
+            # await since the check: concurrent lanes cannot both take a last slot.
+            state.requirements.record_call(call.tool.id)
         deadline = state.deadline
         if deadline is not None and state.loop.time() >= deadline:
             return self._settle(call, out, _SKIPPED, None, DEADLINE_SKIP)
