@@ -240,6 +240,23 @@ class RouterCheckpoint(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
 
 
+class RouterExactState(Base):
+    """What a router run on the Temporal executor keeps out of Temporal's history, which
+    holds only redacted copies: its exact conversation after its last finished stretch,
+    and the calls of a `non_idempotent` tool its stretches started (seq, call key, tool,
+    exact arguments), for the `outcome_unknown` receipt of one whose worker was lost.
+    Forgotten when the run ends."""
+
+    __tablename__ = "router_exact_state"
+
+    run_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    conversation: Mapped[list[Any] | None] = mapped_column(JsonValue)
+    started_calls: Mapped[list[Any]] = mapped_column(JsonDocument)
+    updated_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
 class Confirmation(Base):
     """A call waiting for a person's decision, in a plan run or a router run. `args`
     holds its exact arguments only until the decision (docs/decisions.md, "pending

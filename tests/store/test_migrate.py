@@ -34,6 +34,7 @@ TABLES = {
     "receipts",
     "router_checkpoints",
     "router_confirmations",
+    "router_exact_state",
     "router_recordings",
     "runs",
     "service_instances",
@@ -151,8 +152,8 @@ async def test_json_columns_compress_with_lz4_on_postgresql(postgres_url: str) -
                 )
             compressed = await connection.run_sync(json_columns_compression)
             # with runs.context (revision 01b0481bfb3f), router_recordings (6e1a9d3f5b27)
-            # and chain_checkpoints.runs (8c3f1a6e2d47)
-            assert len(compressed) == 14
+            # chain_checkpoints.runs (8c3f1a6e2d47) and router_exact_state (4d7b2e9a1c36)
+            assert len(compressed) == 16
             assert {"runs.context", "router_recordings.replies", "chain_checkpoints.runs"} <= set(
                 compressed
             )

@@ -52,10 +52,35 @@ class UsageFilters:
     until: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RunUsage:
+    """A run's model requests and what they spent, all told."""
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_nanos: int | None
+
+
 class UsageRepository(Repository):
     async def add(self, row: Mapping[str, Any]) -> None:
         """One request's row; keys are `ModelUsage` column names (no id)."""
         await self.session.execute(insert(ModelUsage), [dict(row)])
+
+    async def run_totals(self, run_id: str) -> RunUsage:
+        statement = select(
+            func.count(),
+            func.coalesce(func.sum(ModelUsage.input_tokens), 0),
+            func.coalesce(func.sum(ModelUsage.output_tokens), 0),
+            func.sum(ModelUsage.cost_nanos),
+        ).where(ModelUsage.run_id == run_id)
+        requests, input_tokens, output_tokens, cost = (await self.session.execute(statement)).one()
+        return RunUsage(
+            int(requests),
+            int(input_tokens),
+            int(output_tokens),
+            None if cost is None else int(cost),
+        )
 
     async def sums(
         self,
