@@ -3,11 +3,16 @@ the limits, somewhere to record its decisions, and the usage ledger."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.contract.compiled import Contract
+from app.engine.confirmation import ConfirmationDecision
 from app.engine.engine import Engine
+from app.engine.receipt import ErrorKind, Receipt
+from app.engine.run import RunIdentity, RunKind, RunState
 from app.foundation.redaction import DEFAULT_REDACTOR, Redactor
 from app.observability.router import ChatModel
 from app.router.limits import RouterLimits
@@ -47,9 +52,55 @@ class UsageLedger(Protocol):
         ...
 
 
+class RouterEngine(Protocol):
+    """What the router asks of the engine (`Engine`, or a wrapper of one)."""
+
+    @property
+    def contract(self) -> Contract: ...
+
+    def open_run(
+        self,
+        run: RunIdentity,
+        kind: RunKind = RunKind.ROUTER,
+        *,
+        deadline_s: float | None = None,
+        first_seq: int = 0,
+        parallel_batch_id: str | None = None,
+        started: asyncio.Future[None] | None = None,
+    ) -> RunState: ...
+
+    async def run_call(
+        self,
+        state: RunState,
+        tool_id: str,
+        args: Mapping[str, Any],
+        *,
+        call_key: str,
+        item_key: str | None = None,
+        checked_fingerprint: str | None = None,
+        confirmed: ConfirmationDecision | None = None,
+        seq: int | None = None,
+    ) -> Receipt: ...
+
+    async def record_denied(
+        self,
+        state: RunState,
+        tool_id: str,
+        args: Mapping[str, Any],
+        *,
+        call_key: str,
+        reason: str,
+        kind: ErrorKind = ErrorKind.GUARDRAIL,
+    ) -> Receipt: ...
+
+    def record_not_started(
+        self, state: RunState, tool_id: str, args: Mapping[str, Any], *, call_key: str
+    ) -> Receipt: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RouterKit:
-    engine: Engine
+    engine: RouterEngine
     llm: ChatModel
     prompts: PromptSet
     limits: RouterLimits

@@ -135,6 +135,20 @@ class RouterState:
             self.cost_nanos = (self.cost_nanos or 0) + cost_nanos
         self.model_latency_ms = round(self.model_latency_ms + latency_ms, 3)
 
+    def add_unseen_usage(
+        self, requests: int, input_tokens: int, output_tokens: int, cost_nanos: int | None
+    ) -> None:
+        """Count the part of a run's usage, all told (`requests` model requests in all),
+        that this state has not counted: requests made by an attempt that was lost."""
+        unseen = requests - self.model_calls
+        if unseen <= 0:
+            return
+        self.model_calls = requests
+        self.input_tokens = max(self.input_tokens, input_tokens)
+        self.output_tokens = max(self.output_tokens, output_tokens)
+        if cost_nanos is not None and cost_nanos > (self.cost_nanos or 0):
+            self.cost_nanos = cost_nanos
+
     def add_receipt(self, stored: dict[str, Any], observation: dict[str, Any] | None) -> None:
         """Count one settled receipt (redacted copy); `observation` is what the model saw.
 

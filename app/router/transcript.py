@@ -2,7 +2,8 @@
 
 Tool-call arguments go through the tool's redactor (the built-in patterns for
 a name the model made up); everything else through the built-in patterns.
-Observations are built from redacted receipts already.
+Observations are built from redacted receipts already. `dump_exact` keeps the
+conversation as the model saw it, for a store that holds exact copies.
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ def _dump(message: Message, redactors: Mapping[str, Redactor]) -> dict[str, Any]
     if message.tool_call_id is not None:
         data["tool_call_id"] = message.tool_call_id
     return data
+
+
+def dump_exact(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as JSON, unredacted: `load` gives back the same messages."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        data: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            data["tool_calls"] = [
+                {"id": call.id, "name": call.name, "arguments": call.arguments}
+                for call in message.tool_calls
+            ]
+        if message.tool_call_id is not None:
+            data["tool_call_id"] = message.tool_call_id
+        out.append(data)
+    return out
 
 
 def load(data: Sequence[Mapping[str, Any]]) -> list[Message]:
