@@ -8,14 +8,24 @@ and the completion gate). Budgets hold across stretches: the turns, tokens,
 cost and time spent travel in the checkpoint's state. The worker holds the
 model client: its profiles and prompts are the ones that answer.
 
+The checkpoint in Temporal's history is redacted; what a turn sends the model is
+the exact conversation, which each stretch keeps in the store
+(`RouterExactStateRepository`) and the run forgets when it ends. So the model
+sees what a local run of the same script shows it.
+
 A stretch Temporal runs again after its worker was lost goes on from the same
 checkpoint: the receipts the lost stretch committed stay, counted in the run's
-state, and the engine numbers the new calls after them.
+state, and the engine numbers the new calls after them; the model requests it
+made count against the budgets (the usage ledger holds each one). A run that
+may call a `non_idempotent` tool is not run again: the calls of such tools its
+lost stretch started (kept before each started, `StartsKeptEngine`) get
+`outcome_unknown` receipts when the run ends `interrupted`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,6 +35,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from app.engine import RunIdentity
+from app.engine.run import RunKind
 from app.router.loop import Paused, RouterRun
 from app.router.loop import RunResult as LoopResult
 from app.router.pause import Checkpoint
@@ -32,6 +43,8 @@ from app.router.ports import RouterKit
 from app.router.request import RouterRequest
 from app.router.request_checks import RunPlan, admit
 from app.router.state import RouterState
+from app.router.transcript import dump as dump_transcript
+from app.router.transcript import dump_exact
 from app.router.transcript import load as load_transcript
 from app.service.router.recorded import recorded_request
 from app.service.router.records import (
@@ -45,7 +58,9 @@ from app.service.router.records import (
 from app.service.runs.reads import receipt_view
 from app.service.runs.records import stored_receipts
 from app.service.runtime import Runtime
+from app.store.repositories.router_exact_state import RouterExactStateRepository
 from app.store.repositories.runs import RUNNING, RunRepository
+from app.store.repositories.usage import UsageRepository
 from app.temporal.router_messages import (
     ROUTER_BEGIN,
     ROUTER_LOST,
@@ -55,6 +70,9 @@ from app.temporal.router_messages import (
     RouterStep,
     RouterTurnInput,
 )
+from app.temporal.router_started_calls import StartsKeptEngine
+
+logger = logging.getLogger("toolloop.temporal")
 
 
 class RouterActivities:
@@ -83,17 +101,21 @@ class RouterActivities:
         ended = await self._ended(given.run.run_id)
         if ended is not None:
             return RouterStep(None, ended)
+        run_id = given.run.run_id
         kit, plan, identity = self._admitted(given.run, resuming=True)
         checkpoint = Checkpoint.from_json(given.checkpoint)
         state = RouterState.load(checkpoint.state)
-        next_seq = await self._carry_lost(given.run.run_id, state, checkpoint.next_seq)
+        next_seq = await self._carry_lost(run_id, state, checkpoint.next_seq)
+        if activity.info().attempt > 1:
+            await self._carry_lost_usage(run_id, state)
+        conversation = await self._conversation(run_id, kit, checkpoint)
         run = RouterRun(
             kit,
             plan,
             identity,
             self._sink(given.run),
             state=state,
-            messages=load_transcript(checkpoint.transcript),
+            messages=load_transcript(conversation),
             next_seq=next_seq,
         )
         run.reopen()
@@ -108,16 +130,19 @@ class RouterActivities:
         runtime = self._runtime
         self._sink(given.run).record("router.run_stopped", {"status": given.status})
         await runtime.writer.flush()
+        await self._settle_started_calls(given.run)
         rows = await stored_receipts(runtime.sessions, run_id)
         so_far: dict[str, Any] = {"run_id": run_id, "attempts": 0, "turns": 0}
         if given.checkpoint is not None:
             state = RouterState.load(Checkpoint.from_json(given.checkpoint).state)
+            await self._carry_lost_usage(run_id, state)
             so_far.update(attempts=state.attempts, turns=state.turns, state=state.to_public())
         outcome = closed_outcome(so_far, given.reason, status=given.status, stopped_by=given.status)
         outcome["receipts"] = [receipt_from_store(row) for row in rows]
         await record_router_stopped(
             runtime.sessions, run_id, status=given.status, outcome=outcome, call_count=len(rows)
         )
+        await self._forget_exact_state(run_id)
 
     async def _stretch(
         self, run: RouterRun, step: Callable[[], Awaitable[LoopResult | None]]
@@ -128,16 +153,21 @@ class RouterActivities:
         recording = StretchRecording(
             recorded_request(run.plan, run.kit.redactors), run.session.replies
         )
+        run_id = run.identity.run_id
         if result is None:
             checkpoint = run.carried_on()
             await runtime.writer.flush()
-            if recording.replies:
-                async with runtime.sessions.begin() as session:
-                    await recording.keep(session, run.identity.run_id)
+            async with runtime.sessions.begin() as session:
+                if recording.replies:
+                    await recording.keep(session, run_id)
+                await RouterExactStateRepository(session).keep_conversation(
+                    run_id, dump_exact(run.messages)
+                )
             return RouterStep(checkpoint.to_json(), None)
         if isinstance(result, Paused):  # the executor refuses such runs at admission
             raise ApplicationError("router runs on Temporal do not pause", non_retryable=True)
         await record_router_result(runtime.sessions, runtime.writer, result, recording)
+        await self._forget_exact_state(run_id)
         return RouterStep(None, result.outcome.status.value)
 
     def _admitted(
@@ -171,7 +201,8 @@ class RouterActivities:
         identity = RunIdentity(
             given.run_id, plan.owner.name, given.caller, request.context, given.contract_hash
         )
-        return kit, plan, identity
+        kept = StartsKeptEngine(kit.engine, self._runtime.sessions, given.run_id)
+        return replace(kit, engine=kept), plan, identity
 
     def _sink(self, given: RouterRunInput) -> AuditDecisions:
         return AuditDecisions(self._runtime.writer, given.run_id, given.caller)
@@ -185,13 +216,76 @@ class RouterActivities:
                 next_seq = row.seq + 1
         return next_seq
 
+    async def _carry_lost_usage(self, run_id: str, state: RouterState) -> None:
+        """Count in `state` the model requests a lost attempt of this turn made: the usage
+        ledger holds every request of the run, committed before the run went on."""
+        async with self._runtime.sessions() as session:
+            spent = await UsageRepository(session).run_totals(run_id)
+        state.add_unseen_usage(
+            spent.requests, spent.input_tokens, spent.output_tokens, spent.cost_nanos
+        )
+
+    async def _conversation(
+        self, run_id: str, kit: RouterKit, checkpoint: Checkpoint
+    ) -> list[dict[str, Any]]:
+        """The conversation the turn goes on with, exact as the model saw it: the kept
+        copy, whose redacted form is the checkpoint's (a later stretch's lost attempt may
+        have kept a longer one: the conversation only grows)."""
+        redacted = [dict(message) for message in checkpoint.transcript]
+        async with self._runtime.sessions() as session:
+            exact = await RouterExactStateRepository(session).conversation(run_id)
+        if exact is not None:
+            kept = exact[: len(redacted)]
+            if dump_transcript(load_transcript(kept), kit.redactors) == redacted:
+                return kept
+        logger.warning(
+            "router run %s: no exact conversation matches its checkpoint; the turn goes on "
+            "with the redacted one",
+            run_id,
+        )
+        return redacted
+
+    async def _settle_started_calls(self, run: RouterRunInput) -> None:
+        """The `outcome_unknown` receipts of the non-idempotent calls a lost stretch started
+        and did not settle (`StartsKeptEngine` kept them before they started)."""
+        run_id = run.run_id
+        sessions = self._runtime.sessions
+        async with sessions() as session:
+            started = await RouterExactStateRepository(session).started_calls(run_id)
+        if not started:
+            return
+        rows = await stored_receipts(sessions, run_id)
+        settled = {row.seq for row in rows}
+        lost = [
+            (int(call["seq"]), str(call["call_key"]), str(call["tool"]), call["args"])
+            for call in started
+            if call["seq"] not in settled
+        ]
+        if not lost:
+            return
+        engine = self._runtime.engine
+        request = RouterRequest.from_json(run.request)
+        identity = RunIdentity(
+            run_id, request.owner, run.caller, request.context, run.contract_hash
+        )
+        next_seq = max([*settled, *(seq for seq, *_ in lost)]) + 1
+        state = engine.open_run(identity, RunKind.ROUTER, first_seq=next_seq)
+        await engine.record_settled_elsewhere(state, lost, None, error=None)
+
+    async def _forget_exact_state(self, run_id: str) -> None:
+        async with self._runtime.sessions.begin() as session:
+            await RouterExactStateRepository(session).forget(run_id)
+
     async def _ended(self, run_id: str) -> str | None:
         """The run's status once it ended (a lost worker recorded it); None while running."""
         async with self._runtime.sessions() as session:
             run = await RunRepository(session).get(run_id)
         if run is None:
             raise ApplicationError(f"run {run_id} is not recorded", non_retryable=True)
-        return None if run.status == RUNNING else run.status
+        if run.status == RUNNING:
+            return None
+        await self._forget_exact_state(run_id)  # a lost worker may have ended it before
+        return run.status
 
     @contextmanager
     def _heartbeats(self) -> Iterator[None]:

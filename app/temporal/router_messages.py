@@ -3,7 +3,9 @@
 Temporal's history stores every one of them. The run's request is among them as
 admitted (its steps' arguments, like a plan's calls' arguments); between turns
 the run travels as the redacted checkpoint a paused run keeps (`Checkpoint`),
-so no tool output and no model reply reaches the history unredacted.
+so no tool output and no model reply reaches the history unredacted. What must
+stay exact (the conversation the model is sent, the arguments of a call in
+flight) is kept in the store, not here.
 """
 
 from __future__ import annotations

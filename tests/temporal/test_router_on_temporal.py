@@ -4,12 +4,16 @@ the profiles) to the scripted fake model served on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.live_server import ServerProcess
 from tests.router.http_support import OUTCOME_KEYS
 from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml, serve
 from tests.support.waiting import wait_for_sync
@@ -103,6 +107,61 @@ def test_a_router_run_ends_done_with_its_receipts(stack: Stack, fake: FakeLLM) -
     assert "hello" in fake.tool_results(1)["c1"]
 
 
+# The system prompt tells the model the seconds its run has left: the one thing that
+# differs between two runs of one script.
+SECONDS_LEFT = re.compile(r"seconds_left\W+[0-9.]+")
+
+
+def _model_requests(fake: FakeLLM, first: int) -> list[str]:
+    """The bodies of the model requests from the `first`-th on, the seconds left aside."""
+    bodies = [json.dumps(fake.body(index)) for index in range(first, len(fake.requests))]
+    return [SECONDS_LEFT.sub("seconds_left: _", body) for body in bodies]
+
+
+def test_the_model_is_sent_the_conversation_a_local_run_sends_it(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    """Secrets in the goal, in a reply's text and in a call's arguments reach the model
+    as they are, from every turn, as in a local run (Temporal's history holds only the
+    redacted checkpoint)."""
+    script = (
+        openai_calls(
+            ("c1", "echo", {"text": "hello", "secret": "s3cret"}),
+            text="Using sk-abcdefghijklmnopqrstuvwx to call.",
+        ),
+        openai_calls(("c2", "echo", {"text": "again", "secret": "s3cret-2"})),
+        openai_text("enough"),
+        openai_text("The greeting was hello."),
+    )
+    body = _body(goal="Echo a greeting for https://bot:hunter2@example.test/.")
+    local = ServerProcess(
+        stack.workdir, [], {**stack.env, "TOOLLOOP_EXECUTOR": "local"}, log_name="local.log"
+    )
+    try:
+        local.wait_until_answering()
+        first = len(fake.requests)
+        fake.script(*script)
+        answered = httpx.post(f"{local.base}/router/runs", json=body, timeout=120)
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["status"] == "done"
+    finally:
+        local.stop()
+    on_local = _model_requests(fake, first)
+    first = len(fake.requests)
+    fake.script(*script)
+
+    response = stack.post("/router/runs", body)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "done"
+    on_temporal = _model_requests(fake, first)
+    assert len(on_temporal) == len(on_local) == 4
+    assert on_temporal == on_local
+    assert "s3cret-2" in on_temporal[2]
+    assert "hunter2" in on_temporal[1]
+    assert "sk-abcdefghijklmnopqrstuvwx" in on_temporal[2]
+
+
 def test_the_budgets_hold_across_turns_in_different_activities(stack: Stack, fake: FakeLLM) -> None:
     fake.script(
         openai_calls(("c1", "echo", {"text": "one"}), prompt_tokens=10, completion_tokens=5),
@@ -178,6 +237,34 @@ def test_a_run_whose_worker_is_killed_mid_turn_completes_on_another(
     stack.start_worker()
 
 
+def test_the_model_requests_of_a_lost_turn_count_against_the_budgets(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    gate = ("c1", "gate", {"marks": str(stack.marks), "name": "lost-usage"})
+    # 15 tokens a request: the lost attempt's and the retried attempt's requests take the
+    # run past its 29 tokens, so the turn stops before it runs the gate again.
+    fake.script(openai_calls(gate), openai_calls(gate))
+    body = _body(budgets={"max_tokens": 29})
+    response = stack.post("/router/runs", body, Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    (killed,) = wait_for_sync(lambda: _started_in(stack, "lost-usage"), "the gate started")
+    (worker,) = [worker for worker in stack.workers if worker.pid == killed]
+    worker.kill()
+    stack.workers.remove(worker)
+    (stack.marks / "lost-usage.release").touch()
+
+    run = _ended(stack, run_id)
+
+    assert (run["status"], run["outcome"]["stopped_by"]) == ("incomplete", "budget:max_tokens")
+    state = run["outcome"]["state"]
+    assert state["tokens"] == {"input": 20, "output": 10, "total": 30}
+    assert state["model_calls"] == 2
+    assert _started_in(stack, "lost-usage") == [killed]
+    assert stack.receipts(run_id) == []
+    stack.start_worker()
+
+
 def test_a_cancel_cancels_the_workflow_and_the_call_in_flight(stack: Stack, fake: FakeLLM) -> None:
     fake.script(openai_calls(("c1", "gate", {"marks": str(stack.marks), "name": "cancelled"})))
     response = stack.post("/router/runs", _body(), Prefer="respond-async")
@@ -215,6 +302,16 @@ def test_a_run_that_may_call_a_non_idempotent_tool_ends_interrupted_when_its_wor
 
     assert run["status"] == "interrupted"
     assert _started_in(stack, "once") == [killed]  # never run a second time
+    # As a plan's lost call: a receipt that says the call may have taken effect.
+    receipts = stack.receipts(run_id)
+    assert [(r["call_key"], r["tool"], r["status"]) for r in receipts] == [
+        ("t1c0", "gate_once", "failed")
+    ]
+    assert receipts[0]["error"]["kind"] == "interrupted"
+    assert receipts[0]["error"]["outcome_unknown"] is True
+    assert [(r["call_key"], r["status"]) for r in run["outcome"]["receipts"]] == [
+        ("t1c0", "failed")
+    ]
     stack.start_worker()
 
 
