@@ -28,7 +28,6 @@ from app.service.errors import (
     ConfirmationNotFound,
     StorageUnavailable,
 )
-from app.service.plans.continuation import continued_run, is_plan_checkpoint
 from app.service.plans.pause import redacted_args
 from app.service.plans.service import PlanService
 from app.service.router.service import RouterService
@@ -161,6 +160,7 @@ class ConfirmationService:
                 run = await repo.lock_run(run_id)
                 if run is None or run.kind == ROUTER or run.status != PENDING:
                     return None
+                executed_by = run.instance_id
                 if not await repo.claim(run_id, self.plans.instance_id):
                     return None
                 for confirmation in await repo.confirmations(run_id):
@@ -182,6 +182,8 @@ class ConfirmationService:
                 {"decision": REFUSED, "reason": reason},
             )
         self.plans.writer.run_ended(run_id)
+        # An orchestrator's run waits there too: its end there is the cancel's.
+        await self.plans.executor.stop_orchestrated(run_id, executed_by)
         return CANCELLED
 
     async def expire(self, now: datetime | None = None) -> int:
@@ -227,15 +229,14 @@ class ConfirmationService:
         if run.kind == ROUTER:
             resumed = await self.router.claim_resume(repo, run)
             return None if resumed is None else self.router.resumed(run.id, resumed)
-        if await repo.count_pending(run.id) or not await repo.claim(run.id, self.plans.instance_id):
+        executor = self.plans.executor
+        instance = executor.run_instance(self.plans.instance_id)
+        if await repo.count_pending(run.id) or not await repo.claim(run.id, instance):
             return None
         checkpoint = await repo.checkpoint(run.id)
-        if not is_plan_checkpoint(checkpoint):
-            raise ConfirmationConflict("the paused run kept nothing to continue from")
-        assert checkpoint is not None
         decided = [c for c in await repo.confirmations(run.id) if c.args is not None]
         rows = await ReceiptRepository(session).list_for_run(run.id)
-        continued = continued_run(self.plans, run, checkpoint, decided, rows)
+        continued = executor.continued(self.plans, run, checkpoint, decided, rows)
         await repo.release(run.id)
         return continued
 

@@ -20,7 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from app.engine import CallError, Engine, RunIdentity
+from app.engine import CallError, CallRejected, Engine, RunIdentity
 from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_after
 from app.engine.run import RunKind, RunState
 from app.observability.plans import record_plan_finished
@@ -28,6 +28,7 @@ from app.service.plans.mcp_call import MCP
 from app.service.runs.records import record_run_end, stored_receipts
 from app.service.runtime import Runtime
 from app.store.models import Receipt as StoredReceipt
+from app.temporal.confirmation_activities import ConfirmationActivities, waiting_of
 from app.temporal.messages import (
     END_RUN,
     RECORD_LOST_CALL,
@@ -43,6 +44,8 @@ from app.temporal.messages import (
 # Sequence numbers of the calls a running tool dispatches: each plan call's own
 # stretch after the plan's calls, since its worker cannot know another's.
 DISPATCH_STRIDE = 1000
+# A call's activity's status when the call waits at the confirmation gate.
+WAITING = "waiting"
 
 
 class PlanActivities:
@@ -50,9 +53,16 @@ class PlanActivities:
         self._runtime = runtime
         self._engine: Engine = runtime.engine
         self._heartbeat_every_s = heartbeat_every_s
+        self._confirmations = ConfirmationActivities(runtime)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.run_call, self.skip_calls, self.record_lost_call, self.end_run]
+        return [
+            self.run_call,
+            self.skip_calls,
+            self.record_lost_call,
+            self.end_run,
+            *self._confirmations.all(),
+        ]
 
     @activity.defn(name=RUN_CALL)
     async def run_call(self, given: CallInput) -> CallResult:
@@ -62,8 +72,14 @@ class PlanActivities:
         if done is not None:  # a lost worker committed it before it was lost
             return CallResult(done.id, done.status)
         state = self._open(given.run, first_dispatch_seq(given.run, call.seq))
-        if self._engine.contract.tools[call.tool].requires is not None:
+        tool = self._engine.contract.tools[call.tool]
+        if tool.requires is not None:
             self._engine.recall(state, rows)
+        decided = None
+        if tool.requires_confirmation:
+            decided = await self._confirmations.decision(
+                given.run.run_id, given.item_key, call.call_key
+            )
         beating = asyncio.create_task(self._heartbeat())
         try:
             receipt = await self._engine.run_call(
@@ -72,8 +88,14 @@ class PlanActivities:
                 call.args,
                 call_key=call.call_key,
                 item_key=given.item_key,
+                confirmed=decided,
                 seq=call.seq,
             )
+        except CallRejected as exc:
+            waiting = waiting_of(exc)
+            if waiting is None:
+                raise
+            return CallResult("", WAITING, waiting)
         finally:
             beating.cancel()
             with suppress(asyncio.CancelledError):

@@ -18,11 +18,17 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError
 
 from app.contract import Contract, Effect, Tool
 from app.engine import ParallelPlan, PlannedCall, PlanProblem, RunIdentity, SequentialPlan
+from app.service.errors import ConfirmationConflict
 from app.service.idempotency import IdempotencyClaim
 from app.service.plans.mcp_call import MCP
 from app.service.plans.runs import PlanPorts, stored_parallel_answer, stored_sequential_answer
@@ -30,7 +36,10 @@ from app.service.runs.control import RemoteStop
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
+from app.store.models import Confirmation, Run
+from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.runs import ORCHESTRATED
+from app.temporal.confirmation_messages import RESUME, SETTLED, Settlement, WaitingSpec
 from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.messages import (
     PLAN_WORKFLOW,
@@ -40,17 +49,15 @@ from app.temporal.messages import (
     PlanResult,
     RunRef,
 )
+from app.temporal.pauses import PENDING, is_temporal_plan_checkpoint, plan_shape, with_pending
 
 if TYPE_CHECKING:
+    from app.service.plans.service import PlanService
     from app.temporal.router_client import TemporalRouterExecutor
 
 logger = logging.getLogger("toolloop.temporal")
 
 Args = Sequence[Mapping[str, Any]]
-NO_CONFIRMATIONS = (
-    "this tool requires a confirmation, which plans on the temporal executor do not "
-    "support yet; run it with the local executor"
-)
 # The part of an activity attempt's bound beyond the tool's own timeouts and backoff.
 ATTEMPT_MARGIN_S = 30.0
 # How long `/readyz` waits for Temporal's answer.
@@ -86,12 +93,33 @@ class TemporalExecutor:
         return ORCHESTRATED
 
     def problems(self, plan: SequentialPlan | ParallelPlan) -> list[PlanProblem]:
-        tools = self._contract.tools
-        return [
-            PlanProblem(f"{pointer}/tool", NO_CONFIRMATIONS)
-            for pointer, call in _calls_with_pointers(plan)
-            if tools[call.tool].requires_confirmation
-        ]
+        return []
+
+    def continued(
+        self,
+        plans: PlanService,
+        run: Run,
+        checkpoint: Mapping[str, Any] | None,
+        decided: Sequence[Confirmation],
+        rows: Sequence[StoredReceipt],
+    ) -> TemporalPlanRun:
+        """The paused run's workflow, told its waiting calls were decided (`RESUME`)."""
+        if not is_temporal_plan_checkpoint(checkpoint):
+            raise ConfirmationConflict("the paused run was not paused on the temporal executor")
+        assert checkpoint is not None
+        plan = plan_shape(run, checkpoint)
+        ref = RunRef(
+            run_id=run.id,
+            owner=run.owner,
+            caller=run.caller,
+            contract_hash=run.contract_hash,
+            kind=run.kind,
+            context={},
+            planned_calls=0,
+            parallel_batch_id=run.parallel_batch_id,
+        )
+        given = PlanInput(ref, [], 1, self._heartbeat_timeout_s)
+        return TemporalPlanRun(self._client, self._task_queue, plans, plan, given, resuming=True)
 
     def router_executor(self) -> TemporalRouterExecutor:
         # Imported here: the router's client builds on this module's.
@@ -220,18 +248,6 @@ def attempt_bound_s(tool: Tool) -> float:
     return retry.max_attempts * (tool.timeout_s + retry.backoff_max_s) + ATTEMPT_MARGIN_S
 
 
-def _calls_with_pointers(
-    plan: SequentialPlan | ParallelPlan,
-) -> list[tuple[str, PlannedCall]]:
-    if isinstance(plan, SequentialPlan):
-        return [(f"/calls/{index}", call) for index, call in enumerate(plan.calls)]
-    return [
-        (f"/lanes/{lane_index}/calls/{index}", call)
-        for lane_index, lane in enumerate(plan.lanes)
-        for index, call in enumerate(lane.calls)
-    ]
-
-
 class TemporalPlanRun:
     """A plan run under this process's supervisor whose calls run in Temporal."""
 
@@ -242,21 +258,54 @@ class TemporalPlanRun:
         ports: PlanPorts,
         plan: SequentialPlan | ParallelPlan,
         given: PlanInput,
+        *,
+        resuming: bool = False,
     ) -> None:
+        """`resuming`: the run's workflow waits for its confirmations' decisions, which
+        were all recorded; else the workflow starts."""
         self._client = client
         self._task_queue = task_queue
         self._ports = ports
         self._plan = plan
         self._input = given
+        self._resuming = resuming
         self._status: str | None = None
+        self._pending: list[WaitingSpec] = []
 
     @property
     def run_id(self) -> str:
         return self._input.run.run_id
 
     async def execute(self) -> None:
+        """Until the run ended, or paused for confirmations (the workflow's answer to
+        `SETTLED`, or to `RESUME` for a run that waited)."""
+        if self._resuming:
+            handle = self._client.get_workflow_handle(
+                workflow_id(self.run_id), result_type=PlanResult
+            )
+        else:
+            handle = await self._start()
         try:
-            handle = await self._client.start_workflow(
+            settled = await handle.execute_update(
+                RESUME if self._resuming else SETTLED, result_type=Settlement
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise ExecutorUnavailable(f"the plan's workflow did not answer: {exc}") from exc
+        except RPCError:  # the workflow ended already
+            settled = None
+        if settled is not None and settled.status == PENDING:
+            self._status = PENDING
+            self._pending = settled.pending
+            return
+        try:
+            result = await handle.result()
+        except (RPCError, WorkflowFailureError) as exc:
+            raise ExecutorUnavailable(f"the plan's workflow did not end: {exc}") from exc
+        self._status = result.status
+
+    async def _start(self) -> WorkflowHandle[Any, PlanResult]:
+        try:
+            return await self._client.start_workflow(
                 PLAN_WORKFLOW,
                 self._input,
                 id=workflow_id(self.run_id),
@@ -265,11 +314,6 @@ class TemporalPlanRun:
             )
         except (RPCError, RuntimeError) as exc:
             raise ExecutorUnavailable(f"the plan's workflow could not start: {exc}") from exc
-        try:
-            result = await handle.result()
-        except (RPCError, WorkflowFailureError) as exc:
-            raise ExecutorUnavailable(f"the plan's workflow did not end: {exc}") from exc
-        self._status = result.status
 
     async def finish(self) -> RunResult:
         status = self._status
@@ -299,4 +343,6 @@ class TemporalPlanRun:
         else:
             assert run.parallel_batch_id is not None
             response = stored_parallel_answer(head, plan, run.parallel_batch_id, rows)
+        if status == PENDING:
+            with_pending(response, self._pending)
         return RunResult(self.run_id, status, response, lambda: response)

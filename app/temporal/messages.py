@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.temporal.confirmation_messages import WaitingSpec
+
 PLAN_WORKFLOW = "toolloop.plan"
 RUN_CALL = "toolloop.run_call"
 SKIP_CALLS = "toolloop.skip_calls"
@@ -84,6 +86,8 @@ class SkipInput:
 class CallResult:
     receipt_id: str
     status: str
+    # The call waits for a confirmation: no receipt (`receipt_id` is empty).
+    waiting: WaitingSpec | None = None
 
 
 @dataclass

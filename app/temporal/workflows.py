@@ -8,12 +8,15 @@ engine, so the gates, fingerprints, cache, redaction and audit are the local
 ones. A call whose worker was lost is retried only when its tool's effect
 allows (`CallSpec.rerunnable`); otherwise, or once those attempts are spent, it
 gets a `failed` receipt (kind interrupted). A cancelled workflow lets the call
-in flight end `cancelled`, skips the rest and ends the run `cancelled`.
+in flight end `cancelled`, skips the rest and ends the run `cancelled`. A call
+that waits for a confirmation parks its chain until the run's waiting calls
+are decided (`waits`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +24,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError
 
+from app.temporal.waits import Waits
+
 with workflow.unsafe.imports_passed_through():
+    from app.temporal.confirmation_messages import (
+        PAUSE_RUN,
+        RESUME,
+        SETTLED,
+        PausedCall,
+        PauseInput,
+        Settlement,
+    )
     from app.temporal.messages import (
         END_RUN,
         PLAN_WORKFLOW,
@@ -37,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         PlanResult,
         SkipInput,
     )
+    from app.temporal.pauses import temporal_plan_checkpoint
 
 SUCCEEDED = "succeeded"
 # Attempts of a call whose tool may run again when its worker is lost.
@@ -49,12 +63,17 @@ BOOKKEEPING_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
 
 @workflow.defn(name=PLAN_WORKFLOW)
 class PlanWorkflow:
+    def __init__(self) -> None:
+        self._waits = Waits()
+
     @workflow.run
     async def run(self, plan: PlanInput) -> PlanResult:
         lanes = asyncio.Semaphore(plan.max_concurrency)
+        self._waits.begin(len(plan.chains))
         try:
-            statuses = await asyncio.gather(
-                *(self._chain(plan, chain, lanes) for chain in plan.chains)
+            _, statuses = await asyncio.gather(
+                self._waits.pauses(lambda calls: self._pause(plan, calls)),
+                asyncio.gather(*(self._chain(plan, chain, lanes) for chain in plan.chains)),
             )
         except asyncio.CancelledError:
             await self._skip_all(plan)
@@ -65,11 +84,30 @@ class PlanWorkflow:
         await self._end(plan, status)
         return PlanResult(status, list(statuses))
 
+    @workflow.update(name=SETTLED)
+    async def settled(self) -> Settlement:
+        """Once every chain finished or waits: the run's pause, or its end."""
+        return await self._waits.settled()
+
+    @workflow.update(name=RESUME)
+    async def resume(self) -> Settlement:
+        """Every waiting call was decided (the decisions are in the store)."""
+        return await self._waits.resume()
+
     async def _chain(self, plan: PlanInput, chain: Chain, lanes: asyncio.Semaphore) -> list[str]:
-        async with lanes:
+        await lanes.acquire()
+        holds_lane = True
+        try:
             statuses: list[str] = []
             for index, call in enumerate(chain.calls):
                 result = await self._call(plan, chain.item_key, call)
+                while result.waiting is not None:
+                    lanes.release()
+                    holds_lane = False
+                    await self._waits.park(result.waiting, call.args)
+                    await lanes.acquire()
+                    holds_lane = True
+                    result = await self._call(plan, chain.item_key, call)
                 statuses.append(result.status)
                 if result.status == SUCCEEDED:
                     continue
@@ -81,9 +119,29 @@ class PlanWorkflow:
                     statuses.extend("skipped" for _ in rest)
                 break
             return statuses
+        finally:
+            if holds_lane:
+                lanes.release()
+            self._waits.finished()
+
+    async def _pause(self, plan: PlanInput, calls: list[PausedCall]) -> None:
+        run = plan.run
+        paused = PauseInput(
+            run.run_id,
+            run.caller,
+            run.contract_hash,
+            run.planned_calls,
+            calls,
+            temporal_plan_checkpoint(plan),
+        )
+        await _bookkeeping(PAUSE_RUN, paused)
 
     async def _call(self, plan: PlanInput, item_key: str | None, call: CallSpec) -> CallResult:
-        given = CallInput(plan.run, item_key, call)
+        run = plan.run
+        if run.deadline_at is not None and self._waits.waited_s:
+            # The wait for decisions does not count against the plan's deadline.
+            run = replace(run, deadline_at=run.deadline_at + self._waits.waited_s)
+        given = CallInput(run, item_key, call)
         try:
             result: CallResult = await workflow.execute_activity(
                 RUN_CALL,
@@ -113,6 +171,8 @@ class PlanWorkflow:
 
     async def _end(self, plan: PlanInput, status: str) -> None:
         await _bookkeeping(END_RUN, EndInput(plan.run, status))
+        self._waits.end(status)
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
 
 async def _bookkeeping(activity: str, given: object, result_type: type | None = None) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.contract.compiled import Contract
 from app.engine import (
@@ -31,10 +31,13 @@ from app.engine import (
     SequentialPlan,
     Status,
 )
+from app.service.errors import ConfirmationConflict
 from app.service.plans.runs import ParallelRun, SequentialRun
-from app.service.plans.service import PlanService
 from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
+
+if TYPE_CHECKING:  # the service holds the executor, which continues runs with this module
+    from app.service.plans.service import PlanService
 
 APPROVED = "approved"
 
@@ -46,11 +49,14 @@ def is_plan_checkpoint(document: Mapping[str, Any] | None) -> bool:
 def continued_run(
     plans: PlanService,
     run: Run,
-    checkpoint: Mapping[str, Any],
+    checkpoint: Mapping[str, Any] | None,
     decided: Sequence[Confirmation],
     rows: Sequence[StoredReceipt],
 ) -> SequentialRun | ParallelRun:
-    """The paused run `run`, ready to go on under the supervisor."""
+    """The paused run `run`, ready to go on under the supervisor. Raises
+    ConfirmationConflict when its checkpoint is not a local plan run's."""
+    if checkpoint is None or not is_plan_checkpoint(checkpoint):
+        raise ConfirmationConflict("the paused run kept nothing to continue from")
     contract = plans.contract
     chains = [
         (chain["item_key"], [PlannedCall(key, tool) for key, tool in chain["calls"]])
@@ -61,11 +67,7 @@ def continued_run(
     for confirmation in decided:
         if confirmation.seq is not None and confirmation.args is not None:
             args[confirmation.seq] = confirmation.args
-        decisions[(confirmation.item_key, confirmation.call_key)] = ConfirmationDecision(
-            confirmation.args_digest,
-            confirmation.status == APPROVED,
-            _reason(confirmation),
-        )
+        decisions[(confirmation.item_key, confirmation.call_key)] = decision_of(confirmation)
     firsts = list(accumulate((len(calls) for _, calls in chains), initial=0))
     admitted = [
         [args.get(first + offset, {}) for offset in range(len(calls))]
@@ -84,6 +86,13 @@ def continued_run(
     assert run.parallel_batch_id is not None
     return ParallelRun(
         plans, identity, parallel, admitted, run.parallel_batch_id, point, decisions=decisions
+    )
+
+
+def decision_of(confirmation: Confirmation) -> ConfirmationDecision:
+    """A decided confirmation as the engine's gate takes it (an expiry is a rejection)."""
+    return ConfirmationDecision(
+        confirmation.args_digest, confirmation.status == APPROVED, _reason(confirmation)
     )
 
 

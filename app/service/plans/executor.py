@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
+from app.service.plans.continuation import continued_run
 from app.service.plans.mcp_call import McpCallRun
 from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
 from app.service.router.executor import RouterExecutor
 from app.service.runs.control import RemoteStop
 from app.service.runs.tasks import SupervisedRun
+from app.store.models import Confirmation, Run
+from app.store.models import Receipt as StoredReceipt
+
+if TYPE_CHECKING:
+    from app.service.plans.service import PlanService
 
 Args = Sequence[Mapping[str, Any]]
 
@@ -44,6 +50,18 @@ class PlanExecutor(Protocol):
 
     def router_executor(self) -> RouterExecutor | None:
         """Where router runs go with this executor's plans (None: this process)."""
+
+    def continued(
+        self,
+        plans: PlanService,
+        run: Run,
+        checkpoint: Mapping[str, Any] | None,
+        decided: Sequence[Confirmation],
+        rows: Sequence[StoredReceipt],
+    ) -> SupervisedRun:
+        """The run paused for confirmations (`checkpoint`, what its pause kept), going on
+        now that `decided` were; raises ConfirmationConflict when this executor cannot
+        continue it."""
 
     def sequential(
         self,
@@ -96,6 +114,16 @@ class LocalExecutor:
 
     def router_executor(self) -> None:
         return None
+
+    def continued(
+        self,
+        plans: PlanService,
+        run: Run,
+        checkpoint: Mapping[str, Any] | None,
+        decided: Sequence[Confirmation],
+        rows: Sequence[StoredReceipt],
+    ) -> SequentialRun | ParallelRun:
+        return continued_run(plans, run, checkpoint, decided, rows)
 
     def sequential(
         self,
