@@ -185,29 +185,6 @@ def test_a_plan_preflight_rejects_starts_no_workflow(stack: Stack) -> None:
     assert _workflow_count(stack) == before + 1
 
 
-def test_a_plan_with_a_call_that_needs_a_confirmation_is_refused_with_its_pointer(
-    stack: Stack,
-) -> None:
-    plan = {
-        "owner": "tester",
-        "max_concurrency": 2,
-        "lanes": [
-            {"item_key": "a", "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "a"}}]},
-            {
-                "item_key": "b",
-                "calls": [{"call_key": "1", "tool": "approved", "args": {"text": "b"}}],
-            },
-        ],
-    }
-
-    response = stack.post("/plans/parallel", plan)
-
-    assert response.status_code == 422
-    (error,) = response.json()["errors"]
-    assert error["pointer"] == "/lanes/1/calls/0/tool"
-    assert "confirmation" in error["message"]
-
-
 def test_readiness_is_ready_while_temporal_answers(stack: Stack) -> None:
     response = stack.get("/readyz")
 
