@@ -158,7 +158,16 @@ class RouterRun:
 
     async def resume(self, decisions: Mapping[str, Decision]) -> RunResult:
         """Settle the calls that waited for confirmation, then continue the loop."""
-        session = self._open()
+        self._open()
+        stopped = await self.settle_waiting(decisions)
+        if stopped is not None:
+            return stopped
+        return await self._drive()
+
+    async def settle_waiting(self, decisions: Mapping[str, Decision]) -> RunResult | None:
+        """In an open stretch (`reopen`): settle the calls that waited for confirmation
+        with their decisions; the run's end when a budget stops it, else None."""
+        session = self.session
         session.record(
             "router.run_resumed",
             {
@@ -209,7 +218,7 @@ class RouterRun:
         stop = self._turn_stop()
         if stop is not None:
             return self._stop(stop)
-        return await self._drive()
+        return None
 
     # -- the loop -------------------------------------------------------------
 

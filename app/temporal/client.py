@@ -22,7 +22,6 @@ from temporalio.client import (
     Client,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError
 
@@ -39,7 +38,7 @@ from app.settings import Settings
 from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.runs import ORCHESTRATED
-from app.temporal.confirmation_messages import RESUME, SETTLED, Settlement, WaitingSpec
+from app.temporal.confirmation_messages import RESUME, SETTLED, WaitingSpec
 from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.messages import (
     PLAN_WORKFLOW,
@@ -50,6 +49,7 @@ from app.temporal.messages import (
     RunRef,
 )
 from app.temporal.pauses import PENDING, is_temporal_plan_checkpoint, plan_shape, with_pending
+from app.temporal.updates import settlement
 
 if TYPE_CHECKING:
     from app.service.plans.service import PlanService
@@ -285,14 +285,7 @@ class TemporalPlanRun:
             )
         else:
             handle = await self._start()
-        try:
-            settled = await handle.execute_update(
-                RESUME if self._resuming else SETTLED, result_type=Settlement
-            )
-        except WorkflowUpdateFailedError as exc:
-            raise ExecutorUnavailable(f"the plan's workflow did not answer: {exc}") from exc
-        except RPCError:  # the workflow ended already
-            settled = None
+        settled = await settlement(handle, RESUME if self._resuming else SETTLED)
         if settled is not None and settled.status == PENDING:
             self._status = PENDING
             self._pending = settled.pending

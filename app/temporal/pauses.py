@@ -44,7 +44,7 @@ def plan_shape(run: Run, checkpoint: Mapping[str, Any]) -> SequentialPlan | Para
         (chain["item_key"], tuple(PlannedCall(key, tool) for key, tool in chain["calls"]))
         for chain in checkpoint["chains"]
     ]
-    if checkpoint["kind"] == "sequential":
+    if checkpoint["kind"] != "parallel":  # a sequential plan, or an MCP call
         ((_, calls),) = chains
         return SequentialPlan(run.owner, calls, {}, None)
     lanes = tuple(Lane(item_key or "", calls) for item_key, calls in chains)

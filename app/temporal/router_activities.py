@@ -38,7 +38,7 @@ from app.engine import RunIdentity
 from app.engine.run import RunKind
 from app.router.loop import Paused, RouterRun
 from app.router.loop import RunResult as LoopResult
-from app.router.pause import Checkpoint
+from app.router.pause import Checkpoint, Decision
 from app.router.ports import RouterKit
 from app.router.request import RouterRequest
 from app.router.request_checks import RunPlan, admit
@@ -62,10 +62,13 @@ from app.store.repositories.router_exact_state import RouterExactStateRepository
 from app.store.repositories.runs import RUNNING, RunRepository
 from app.store.repositories.usage import UsageRepository
 from app.temporal.router_messages import (
+    PAUSED,
     ROUTER_BEGIN,
     ROUTER_LOST,
+    ROUTER_RESUME,
     ROUTER_TURN,
     RouterLostInput,
+    RouterResumeInput,
     RouterRunInput,
     RouterStep,
     RouterTurnInput,
@@ -81,7 +84,7 @@ class RouterActivities:
         self._heartbeat_every_s = heartbeat_every_s
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.begin, self.turn, self.lost]
+        return [self.begin, self.turn, self.resume, self.lost]
 
     @activity.defn(name=ROUTER_BEGIN)
     async def begin(self, given: RouterRunInput) -> RouterStep:
@@ -120,6 +123,37 @@ class RouterActivities:
         )
         run.reopen()
         return await self._stretch(run, run.turn)
+
+    @activity.defn(name=ROUTER_RESUME)
+    async def resume(self, given: RouterResumeInput) -> RouterStep:
+        """Settle the calls the run paused for with their decisions (as a local resume)."""
+        ended = await self._ended(given.run.run_id)
+        if ended is not None:
+            return RouterStep(None, ended)
+        run_id = given.run.run_id
+        kit, plan, identity = self._admitted(given.run, resuming=True)
+        checkpoint = Checkpoint.from_json(given.checkpoint)
+        state = RouterState.load(checkpoint.state)
+        next_seq = await self._carry_lost(run_id, state, checkpoint.next_seq)
+        if activity.info().attempt > 1:
+            await self._carry_lost_usage(run_id, state)
+        conversation = await self._conversation(run_id, kit, checkpoint)
+        run = RouterRun(
+            kit,
+            plan,
+            identity,
+            self._sink(given.run),
+            state=state,
+            messages=load_transcript(conversation),
+            next_seq=next_seq,
+            pending=checkpoint.pending,
+        )
+        run.reopen()
+        decisions = {
+            d.confirmation_id: Decision(d.confirmation_id, d.approve, d.reason, d.args)
+            for d in given.decisions
+        }
+        return await self._stretch(run, lambda: run.settle_waiting(decisions))
 
     @activity.defn(name=ROUTER_LOST)
     async def lost(self, given: RouterLostInput) -> None:
@@ -164,8 +198,13 @@ class RouterActivities:
                     run_id, dump_exact(run.messages)
                 )
             return RouterStep(checkpoint.to_json(), None)
-        if isinstance(result, Paused):  # the executor refuses such runs at admission
-            raise ApplicationError("router runs on Temporal do not pause", non_retryable=True)
+        if isinstance(result, Paused):  # the workflow waits for the decisions
+            async with runtime.sessions.begin() as session:
+                await RouterExactStateRepository(session).keep_conversation(
+                    run_id, dump_exact(run.messages)
+                )
+            await record_router_result(runtime.sessions, runtime.writer, result, recording)
+            return RouterStep(result.checkpoint.to_json(), PAUSED)
         await record_router_result(runtime.sessions, runtime.writer, result, recording)
         await self._forget_exact_state(run_id)
         return RouterStep(None, result.outcome.status.value)

@@ -9,27 +9,31 @@ interrupts it: the workflow's activities record its end.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError
 
 from app.contract import Contract, Effect
 from app.engine import PlanProblem, RunIdentity
+from app.router.pause import Decision
 from app.router.request_checks import RunPlan
 from app.service.router.records import receipt_from_store
 from app.service.runs.records import stored_receipts
 from app.service.runs.tasks import CANCELLED, RunResult
 from app.settings import Settings
 from app.store.repositories.runs import ORCHESTRATED, RunRepository
+from app.temporal.confirmation_messages import RESUME, SETTLED
 from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
-from app.temporal.router_messages import ROUTER_WORKFLOW, RouterRunInput
+from app.temporal.router_messages import PAUSED, ROUTER_WORKFLOW, RouterDecision, RouterRunInput
+from app.temporal.updates import settlement
 
-NO_CONFIRMATIONS = (
-    "this tool requires a confirmation, which router runs on the temporal executor do "
-    "not support yet; run it with the local executor"
-)
 # What one stretch may take beyond the run's own deadline (its bookkeeping).
 STRETCH_MARGIN_S = 30.0
 # Keys of a stored receipt that a router response's receipts do not have.
@@ -49,13 +53,26 @@ class TemporalRouterExecutor:
         return ORCHESTRATED
 
     def problems(self, plan: RunPlan) -> list[PlanProblem]:
-        """A run that could pause for a confirmation (one checkpoint kept in rows,
-        resumed by a decider) is not one this executor runs."""
-        return [
-            PlanProblem("/allowed_tools", f"{tool_id!r}: {NO_CONFIRMATIONS}")
-            for tool_id, tool in plan.tools.items()
-            if tool.requires_confirmation
+        return []
+
+    def resumed_run(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        run_id: str,
+        decisions: Mapping[str, Decision],
+    ) -> TemporalRouterRun:
+        """The paused run's workflow, given the decisions (`RESUME`) with the calls'
+        exact arguments: an approved call runs with them, a rejected one's `denied`
+        receipt fingerprints them."""
+        decided = [
+            RouterDecision(
+                d.confirmation_id, d.approve, d.reason, None if d.args is None else dict(d.args)
+            )
+            for d in decisions.values()
         ]
+        return TemporalRouterRun(
+            self._client, self._task_queue, sessions, run_id, None, decided=decided
+        )
 
     def router_run(
         self,
@@ -75,7 +92,7 @@ class TemporalRouterExecutor:
             turn_timeout_s=plan.budgets.deadline_s + STRETCH_MARGIN_S,
             heartbeat_timeout_s=self._heartbeat_timeout_s,
         )
-        return TemporalRouterRun(self._client, self._task_queue, sessions, given)
+        return TemporalRouterRun(self._client, self._task_queue, sessions, identity.run_id, given)
 
 
 class TemporalRouterRun:
@@ -86,32 +103,52 @@ class TemporalRouterRun:
         client: Client,
         task_queue: str,
         sessions: async_sessionmaker[AsyncSession],
-        given: RouterRunInput,
+        run_id: str,
+        given: RouterRunInput | None,
+        *,
+        decided: list[RouterDecision] | None = None,
     ) -> None:
+        """`given`: the run to start; None with `decided`: the decisions its waiting
+        workflow goes on with."""
         self._client = client
         self._task_queue = task_queue
         self._sessions = sessions
+        self._run_id = run_id
         self._input = given
+        self._decided = decided
 
     @property
     def run_id(self) -> str:
-        return self._input.run_id
+        return self._run_id
 
     async def execute(self) -> None:
+        """Until the run ended, or paused for confirmations."""
+        if self._input is None:
+            handle = self._client.get_workflow_handle(workflow_id(self.run_id), result_type=str)
+        else:
+            handle = await self._start(self._input)
+        if self._decided is None:
+            settled = await settlement(handle, SETTLED)
+        else:
+            settled = await settlement(handle, RESUME, self._decided)
+        if settled is not None and settled.status == PAUSED:
+            return
         try:
-            handle = await self._client.start_workflow(
+            await handle.result()
+        except (RPCError, WorkflowFailureError) as exc:
+            raise ExecutorUnavailable(f"the run's workflow did not end: {exc}") from exc
+
+    async def _start(self, given: RouterRunInput) -> WorkflowHandle[Any, str]:
+        try:
+            return await self._client.start_workflow(
                 ROUTER_WORKFLOW,
-                self._input,
+                given,
                 id=workflow_id(self.run_id),
                 task_queue=self._task_queue,
                 result_type=str,
             )
         except (RPCError, RuntimeError) as exc:
             raise ExecutorUnavailable(f"the run's workflow could not start: {exc}") from exc
-        try:
-            await handle.result()
-        except (RPCError, WorkflowFailureError) as exc:
-            raise ExecutorUnavailable(f"the run's workflow did not end: {exc}") from exc
 
     async def finish(self) -> RunResult:
         return await self._answer()

@@ -17,6 +17,9 @@ ROUTER_WORKFLOW = "toolloop.router"
 ROUTER_BEGIN = "toolloop.router_begin"
 ROUTER_TURN = "toolloop.router_turn"
 ROUTER_LOST = "toolloop.router_lost"
+ROUTER_RESUME = "toolloop.router_resume"
+# A stretch's status when the run paused for confirmations (its checkpoint: the pause's).
+PAUSED = "pending"
 
 
 @dataclass
@@ -42,8 +45,28 @@ class RouterTurnInput:
 
 
 @dataclass
+class RouterDecision:
+    """A decided confirmation (`router.pause.Decision`): the call's exact arguments
+    travel with it, as a plan's calls' arguments do."""
+
+    confirmation_id: str
+    approve: bool
+    reason: str
+    args: dict[str, Any] | None
+
+
+@dataclass
+class RouterResumeInput:
+    run: RouterRunInput
+    # The pause's checkpoint (`Checkpoint.to_json()`, redacted) and the decisions on it.
+    checkpoint: dict[str, Any]
+    decisions: list[RouterDecision]
+
+
+@dataclass
 class RouterStep:
-    """A stretch's end: the checkpoint to go on from, or the run's final status."""
+    """A stretch's end: the checkpoint to go on from, or the run's final status; both
+    when the run paused for confirmations (status `PAUSED`)."""
 
     checkpoint: dict[str, Any] | None
     status: str | None

@@ -9,7 +9,8 @@ one left, until a stretch ends the run. A stretch whose worker was lost runs
 again on another worker when the run's tools allow (`RouterRunInput.rerunnable`);
 otherwise, or once those attempts are spent, the run ends `interrupted`. A
 cancelled workflow cancels the stretch in flight (its calls end `cancelled`)
-and ends the run `cancelled`.
+and ends the run `cancelled`. A stretch that paused the run for confirmations
+is followed, once they are decided, by one that settles them (`router_pauses`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
+from app.temporal.router_pauses import RouterPauses
+
 with workflow.unsafe.imports_passed_through():
+    from app.temporal.confirmation_messages import RESUME, SETTLED, Settlement
     from app.temporal.router_messages import (
+        PAUSED,
         ROUTER_BEGIN,
         ROUTER_LOST,
+        ROUTER_RESUME,
         ROUTER_TURN,
         ROUTER_WORKFLOW,
+        RouterDecision,
         RouterLostInput,
+        RouterResumeInput,
         RouterRunInput,
         RouterStep,
         RouterTurnInput,
@@ -43,29 +51,55 @@ WORKER_LOST = "the worker running the run was lost"
 
 @workflow.defn(name=ROUTER_WORKFLOW)
 class RouterWorkflow:
+    def __init__(self) -> None:
+        self._pauses = RouterPauses()
+
     @workflow.run
     async def run(self, given: RouterRunInput) -> str:
         checkpoint: dict[str, Any] | None = None
         try:
             step = await _stretch(ROUTER_BEGIN, given, given, "begin")
-            turn = 0
+            turn = resumes = 0
             while step.checkpoint is not None:
                 checkpoint = step.checkpoint
+                if step.status == PAUSED:
+                    decisions = await self._pauses.decisions()
+                    resumes += 1
+                    resumed = RouterResumeInput(given, checkpoint, decisions)
+                    step = await _stretch(ROUTER_RESUME, given, resumed, f"resume{resumes}")
+                    continue
                 turn += 1
                 step = await _stretch(
                     ROUTER_TURN, given, RouterTurnInput(given, checkpoint), f"turn{turn}"
                 )
         except asyncio.CancelledError:
             await _lost(given, "cancelled", "the run was cancelled", checkpoint)
+            await self._end("cancelled")
             raise
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 await _lost(given, "cancelled", "the run was cancelled", checkpoint)
+                await self._end("cancelled")
                 raise asyncio.CancelledError() from exc
             await _lost(given, "interrupted", _why_lost(exc), checkpoint)
-            return "interrupted"
+            return await self._end("interrupted")
         assert step.status is not None
-        return step.status
+        return await self._end(step.status)
+
+    @workflow.update(name=SETTLED)
+    async def settled(self) -> Settlement:
+        """The run's pause for confirmations, or its end."""
+        return await self._pauses.settled()
+
+    @workflow.update(name=RESUME)
+    async def resume(self, decisions: list[RouterDecision]) -> Settlement:
+        """The decisions on every call the run waits for (they are in the store too)."""
+        return await self._pauses.resume(decisions)
+
+    async def _end(self, status: str) -> str:
+        self._pauses.end(status)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return status
 
 
 async def _stretch(activity: str, run: RouterRunInput, given: object, name: str) -> RouterStep:

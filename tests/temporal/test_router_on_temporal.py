@@ -191,13 +191,56 @@ def test_the_turn_budget_stops_the_run_before_its_model_request(
     assert outcome["turns"] == 1
 
 
-def test_a_tool_that_needs_a_confirmation_is_refused_before_the_run_starts(
-    stack: Stack,
-) -> None:
+def _paused(stack: Stack, fake: FakeLLM) -> dict[str, Any]:
+    fake.script(openai_calls(("c1", "approved", {"text": "publish me"})))
     response = stack.post("/router/runs", _body(allowed_tools=["echo", "approved"]))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert (body["status"], body["stopped_by"]) == ("pending", "confirmation")
+    return body
 
-    assert response.status_code == 422, response.text
-    assert "confirmation" in response.text
+
+def _decide(stack: Stack, body: dict[str, Any], approve: bool) -> Any:
+    confirmation_id = body["pending"][0]["confirmation_id"]
+    return stack.post(
+        f"/runs/{body['run_id']}/confirmations/{confirmation_id}",
+        {"approve": approve, "reason": "checked" if approve else "not this one"},
+    )
+
+
+def test_a_run_waits_for_a_confirmation_and_an_approval_runs_the_call(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    body = _paused(stack, fake)
+    assert stack.get(f"/runs/{body['run_id']}").json()["status"] == "pending"
+    listed = stack.get("/confirmations?status=pending").json()["items"]
+    assert [i["kind"] for i in listed if i["run_id"] == body["run_id"]] == ["router"]
+    fake.script(openai_text("published"), openai_text("It is published."))
+
+    decided = _decide(stack, body, approve=True)
+
+    assert decided.status_code == 202, decided.text
+    view = _ended(stack, body["run_id"])
+    assert view["status"] == "done"
+    (receipt,) = stack.receipts(body["run_id"])
+    assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
+    assert receipt["output"] == {"text": "publish me", "secret": None}
+
+
+def test_a_rejected_call_of_a_router_run_is_denied(stack: Stack, fake: FakeLLM) -> None:
+    body = _paused(stack, fake)
+    fake.script(openai_text("not published"), openai_text("Nothing was published."))
+    asked = len(fake.requests)
+
+    decided = _decide(stack, body, approve=False)
+
+    assert decided.status_code == 202, decided.text
+    assert _ended(stack, body["run_id"])["status"] == "done"
+    (receipt,) = stack.receipts(body["run_id"])
+    assert receipt["status"] == "denied"
+    assert receipt["error"]["kind"] == "confirmation"
+    # The model saw the rejection as the call's result.
+    assert "not this one" in fake.tool_results(asked)["c1"]
 
 
 def _started_in(stack: Stack, name: str) -> list[int]:

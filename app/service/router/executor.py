@@ -7,11 +7,13 @@ where the service is wired, with the plans' executor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine import PlanProblem, RunIdentity
+from app.router.pause import Decision
 from app.router.request_checks import RunPlan
 from app.service.runs.tasks import SupervisedRun
 
@@ -29,3 +31,11 @@ class RouterExecutor(Protocol):
         plan: RunPlan,
         identity: RunIdentity,
     ) -> SupervisedRun: ...
+
+    def resumed_run(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        run_id: str,
+        decisions: Mapping[str, Decision],
+    ) -> SupervisedRun:
+        """The run that waited for confirmations, going on with their `decisions`."""

@@ -251,7 +251,12 @@ class RouterService:
         """Once no call waits any more: the run moved to `running` here, and what its
         resume needs (its kept arguments then dropped); None otherwise."""
         run_id = run.id
-        if await repo.count_pending(run_id) or not await repo.claim(run_id, self.instance_id):
+        instance = (
+            self.instance_id
+            if self.executor is None
+            else self.executor.run_instance(self.instance_id)
+        )
+        if await repo.count_pending(run_id) or not await repo.claim(run_id, instance):
             return None
         checkpoint = await repo.checkpoint(run_id)
         decisions = {
@@ -291,7 +296,9 @@ class RouterService:
         await repo.release(run.id)
         return refused
 
-    def resumed(self, run_id: str, resume: _Resume) -> RouterTask:
+    def resumed(self, run_id: str, resume: _Resume) -> SupervisedRun:
+        if self.executor is not None:
+            return self.executor.resumed_run(self.sessions, run_id, resume.decisions)
         sink = AuditDecisions(self.writer, run_id, resume.caller)
 
         def prepare() -> RouterRun | str:
