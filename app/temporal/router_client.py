@@ -74,6 +74,11 @@ class TemporalRouterExecutor:
             self._client, self._task_queue, sessions, run_id, None, decided=decided
         )
 
+    async def stop_waiting(self, run_id: str) -> None:
+        """Cancel the workflow of a run closed while it waited (its lost stretch sees the
+        run ended and records nothing)."""
+        await cancel_workflow(self._client, run_id)
+
     def router_run(
         self,
         sessions: async_sessionmaker[AsyncSession],

@@ -5,6 +5,7 @@ workers share one database, which the executor refuses to be an SQLite file."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,6 +70,20 @@ class Stack:
     def receipts(self, run_id: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self.get(f"/runs/{run_id}/receipts?limit=100").json()["items"]
         return items
+
+    def workflow_status(self, run_id: str) -> str:
+        """The run's workflow's status in Temporal (`RUNNING`, `COMPLETED`, `CANCELED`...)."""
+        from temporalio.client import Client
+
+        from app.temporal.handles import workflow_id
+
+        async def status() -> str:
+            client = await Client.connect(self.env["TOOLLOOP_TEMPORAL_ADDRESS"])
+            described = await client.get_workflow_handle(workflow_id(run_id)).describe()
+            assert described.status is not None
+            return described.status.name
+
+        return asyncio.run(status())
 
     def close(self) -> None:
         """SIGTERM every process first, then wait for each: their graceful stops overlap."""

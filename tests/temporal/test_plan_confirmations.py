@@ -171,6 +171,7 @@ def test_a_paused_run_is_cancelled_and_its_workflow_ends(stack: Stack) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["status"] == "cancelled"
     assert stack.ended_run(run_id)["status"] == "cancelled"
+    assert stack.workflow_status(run_id) == "CANCELED"
     items = stack.get("/confirmations").json()["items"]
     assert [i["status"] for i in items if i["run_id"] == run_id] == ["refused"]
     decided = _decide(stack, run_id, body["pending"][0]["confirmation_id"], approve=True)

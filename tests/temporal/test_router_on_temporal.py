@@ -395,3 +395,37 @@ def test_a_cancel_reaches_the_workflow_from_another_api_process(
 
     assert cancel.status_code in (200, 202), cancel.text
     assert _ended(stack, run_id)["status"] == "cancelled"
+
+
+def test_a_waiting_run_is_cancelled_and_its_workflow_ends(stack: Stack, fake: FakeLLM) -> None:
+    body = _paused(stack, fake)
+
+    cancel = stack.post(f"/runs/{body['run_id']}/cancel", {})
+
+    assert cancel.status_code == 200, cancel.text
+    assert cancel.json()["status"] == "cancelled"
+    assert _ended(stack, body["run_id"])["status"] == "cancelled"
+    assert stack.workflow_status(body["run_id"]) == "CANCELED"
+    assert stack.receipts(body["run_id"]) == []
+
+
+def test_a_decision_after_serve_and_every_worker_were_killed_resumes_the_run(
+    stack: Stack, fake: FakeLLM
+) -> None:
+    body = _paused(stack, fake)
+    assert stack.server is not None
+    stack.server.kill()
+    for worker in list(stack.workers):
+        worker.kill()
+        stack.workers.remove(worker)
+    stack.start_worker()
+    stack.serve()
+    fake.script(openai_text("published"), openai_text("It is published."))
+
+    decided = _decide(stack, body, approve=True)
+
+    assert decided.status_code == 202, decided.text
+    assert _ended(stack, body["run_id"])["status"] == "done"
+    (receipt,) = stack.receipts(body["run_id"])
+    assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
+    stack.start_worker()

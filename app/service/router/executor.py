@@ -39,3 +39,6 @@ class RouterExecutor(Protocol):
         decisions: Mapping[str, Decision],
     ) -> SupervisedRun:
         """The run that waited for confirmations, going on with their `decisions`."""
+
+    async def stop_waiting(self, run_id: str) -> None:
+        """End the executor's part of a run that ended while it waited for confirmations."""

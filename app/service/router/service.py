@@ -235,6 +235,8 @@ class RouterService:
             )
         sink.record("router.run_stopped", {"status": CANCELLED, "was": PENDING})
         self.writer.run_ended(run_id)
+        if self.executor is not None:
+            await self.executor.stop_waiting(run_id)
         return CANCELLED
 
     # -- internals ------------------------------------------------------------
