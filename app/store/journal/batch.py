@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.engine.ports import AuditEvent
+from app.store.journal.chain_work import ChainWork
 from app.store.journal.rows import RenderedTimes
-
-if TYPE_CHECKING:
-    from app.store.journal.chain import ChainWork
 
 Row = Mapping[str, Any]
 

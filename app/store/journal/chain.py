@@ -32,7 +32,7 @@ since the previous one; signed when a key is configured.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -55,6 +55,7 @@ from app.foundation.chain import (
 from app.foundation.serialization import dumps, loads
 from app.foundation.signing import CheckpointSigner
 from app.store.journal.batch import Batch
+from app.store.journal.chain_work import ChainWork, CheckpointDue, Head
 from app.store.journal.events import stored_audit_rows
 from app.store.journal.rows import RECEIPT_COLUMNS, complete, layout_of
 from app.store.models import AuditEvent as AuditEventRow
@@ -73,35 +74,6 @@ _RECEIPT_JSON = frozenset(("output", "error", "control"))
 _RECEIPT_TIMES = frozenset(("started_at", "finished_at"))
 _RECEIPT_FLOATS = frozenset(("admission_wait_ms", "duration_ms"))
 _JSON_COLUMNS = {RECEIPTS: _RECEIPT_JSON, AUDIT_EVENTS: frozenset(("detail",))}
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    length: int
-    link: str
-
-
-@dataclass(slots=True)
-class CheckpointDue:
-    """A checkpoint to write with the batch: the heads of the runs ended before it
-    and not yet checkpointed, with those the batch ends."""
-
-    pending: dict[str, Head]
-    signer: CheckpointSigner | None
-
-
-@dataclass(slots=True)
-class ChainWork:
-    """A batch's linking: the heads it starts from; those it ends with, once linked
-    (by the last attempt); whether it is linked in its transaction."""
-
-    known: dict[str, Head]
-    lookup: frozenset[str] = frozenset()
-    ended: tuple[str, ...] = ()
-    checkpoint: CheckpointDue | None = None
-    linked: dict[str, Head] | None = None
-    in_transaction: bool = False
-    checkpointed: tuple[str, ...] = field(default=())
 
 
 def _time_text(value: Any) -> Any:
