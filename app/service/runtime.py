@@ -184,6 +184,7 @@ async def open_runtime(
         settings.database_url,
         sqlite_wal_autocheckpoint=None if checkpointer is None else checkpointer.commit_bound_pages,
     )
+    notices: PostgresNotices | None = None
     try:
         await upgrade_database(settings.database_url)
         sessions = create_session_factory(database)
@@ -199,8 +200,11 @@ async def open_runtime(
         await _mark_interrupted(sessions, instance_id, settings.instance_stale_after_s)
         sqlite_process = await _sqlite_writer_process(settings, checkpointer)
         postgres_process = await _postgres_writer_process(settings)
-        shared_limits = await _shared_limits(settings, contract)
+        notices = _notices(settings, instance_id)
+        shared_limits = await _shared_limits(settings, contract, notices)
     except BaseException:
+        if notices is not None:
+            await notices.aclose()
         await database.dispose()
         raise
     writer_database = create_writer_engine(settings.database_url, database)
@@ -217,7 +221,6 @@ async def open_runtime(
     )
     events = RunEventHub()
     writer.add_listener(events.publish_receipts)
-    notices = _notices(settings, instance_id)
     relay = None if notices is None else RunEventRelay(events, notices)
     if relay is not None:
         writer.add_listener(relay.publish_receipts)
@@ -386,16 +389,19 @@ async def _postgres_writer_process(settings: Settings) -> PostgresWriterProcess 
     return process
 
 
-async def _shared_limits(settings: Settings, contract: Contract) -> PostgresSharedLimits | None:
+async def _shared_limits(
+    settings: Settings, contract: Contract, notices: PostgresNotices | None
+) -> PostgresSharedLimits | None:
     """On PostgreSQL, tools' limits hold across every process sharing the database: a
     process cannot know it is alone. Not opened when no tool declares a limit."""
     conninfo = postgres_conninfo(settings.database_url)
-    if conninfo is None or not any(
+    limited = any(
         tool.max_concurrency is not None or tool.rate_limit is not None
         for tool in contract.tools.values()
-    ):
+    )
+    if conninfo is None or notices is None or not limited:
         return None
-    shared = PostgresSharedLimits(conninfo, database_target(settings.database_url))
+    shared = PostgresSharedLimits(conninfo, database_target(settings.database_url), notices)
     await shared.start()
     return shared
 

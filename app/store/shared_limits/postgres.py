@@ -7,8 +7,8 @@ vanishes is found by the server's TCP keepalives set on the session (within
 about 25 s). A release unlocks and notifies `keys.CHANNEL` in one statement,
 sent ahead of the connection's next statement in the same round trip (alone when
 none is waiting);
-waiters listen on a second connection, and re-try every `poll_s` without a
-notification (a dead process notifies nobody).
+waiters listen through the process's notices (`app.store.notices`), and re-try
+every `poll_s` without a notification (a dead process notifies nobody).
 
 A released slot stays locked, idle, on this process's session: the tool's next
 call here takes it back with no statement (at most the tool's limit are held,
@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from app.store.database import DatabaseUnavailable
+from app.store.notices import CLIENT_KEEPALIVES, PostgresNotices
 from app.store.shared_limits.keys import CHANNEL, NAMESPACE, WANTED_CHANNEL, slot_keys
 
 logger = logging.getLogger("toolloop.shared_limits")
@@ -62,12 +63,6 @@ _SERVER_KEEPALIVES = (
     "SET tcp_keepalives_interval = 5",
     "SET tcp_keepalives_count = 3",
 )
-_CLIENT_KEEPALIVES: dict[str, Any] = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
 
 # The executor pulls one row at a time through the filter: locks are tried in
 # order and the first one taken ends the scan.
@@ -108,10 +103,18 @@ class _Unavailable(Exception):
 
 class PostgresSharedLimits:
     def __init__(
-        self, conninfo: str, target: str, *, poll_s: float = POLL_S, yield_s: float = YIELD_S
+        self,
+        conninfo: str,
+        target: str,
+        notices: PostgresNotices,
+        *,
+        poll_s: float = POLL_S,
+        yield_s: float = YIELD_S,
     ) -> None:
-        """`target`: where the database is, as `DatabaseUnavailable` names it."""
+        """`target`: where the database is, as `DatabaseUnavailable` names it;
+        `notices`: the process's, which this listens through."""
         self._conninfo = conninfo
+        self._notices = notices
         self._target = target
         self._poll_s = poll_s
         self._yield_s = yield_s
@@ -134,7 +137,6 @@ class PostgresSharedLimits:
         self._flushing: asyncio.Task[None] | None = None
         self._wakeups: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._listener: asyncio.Task[None] | None = None
         self._closed = False
 
     async def start(self) -> None:
@@ -142,20 +144,14 @@ class PostgresSharedLimits:
         try:
             async with self._statements:
                 await self._connected()
-            listening = await self._listen_connection()
+            # Releases may go unheard while the notices' connection is lost.
+            await self._notices.listen((CHANNEL, WANTED_CHANNEL), self._heard, self._wake_all)
         except psycopg.OperationalError as exc:
             await self.aclose()
             raise DatabaseUnavailable(self._target, str(exc)) from exc
-        self._listener = asyncio.create_task(
-            self._listen(listening), name="toolloop-shared-limits-listener"
-        )
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._listener is not None:
-            self._listener.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._listener
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
         async with self._statements:
@@ -310,7 +306,7 @@ class PostgresSharedLimits:
             raise _Unavailable
         try:
             conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, **_CLIENT_KEEPALIVES
+                self._conninfo, autocommit=True, **CLIENT_KEEPALIVES
             )
             for statement in _SERVER_KEEPALIVES:
                 await conn.execute(statement)
@@ -361,34 +357,6 @@ class PostgresSharedLimits:
                 self._orphans[tool_id] = self._orphans.get(tool_id, 0) + len(held)
                 held.clear()
         self._wake_all()
-
-    async def _listen_connection(self) -> psycopg.AsyncConnection[Any]:
-        conn = await psycopg.AsyncConnection.connect(
-            self._conninfo, autocommit=True, **_CLIENT_KEEPALIVES
-        )
-        await conn.execute(f"LISTEN {CHANNEL}")
-        await conn.execute(f"LISTEN {WANTED_CHANNEL}")
-        return conn
-
-    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
-        while True:
-            try:
-                if conn is None:
-                    conn = await self._listen_connection()
-                    self._wake_all()  # releases may have gone unheard meanwhile
-                async for notice in conn.notifies():
-                    self._heard(notice)
-            except psycopg.OperationalError as exc:
-                logger.warning("shared admission limits: listener lost: %s", exc)
-                if conn is not None:
-                    with suppress(psycopg.Error):
-                        await conn.close()
-                conn = None
-                await asyncio.sleep(self._poll_s)  # meanwhile waiters poll
-            except asyncio.CancelledError:
-                if conn is not None:
-                    await conn.close()
-                raise
 
     # -- waking -----------------------------------------------------------
 

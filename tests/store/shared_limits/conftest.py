@@ -8,6 +8,7 @@ import pytest
 
 from app.store.database import database_target, postgres_conninfo
 from app.store.migrate import upgrade_database
+from app.store.notices import PostgresNotices
 from app.store.shared_limits import PostgresSharedLimits
 from app.store.shared_limits.keys import NAMESPACE
 
@@ -26,19 +27,21 @@ async def conninfo(postgres_url: str) -> str:
 async def open_limits(conninfo: str, postgres_url: str) -> AsyncIterator[Callable[..., Any]]:
     """Opens a `PostgresSharedLimits` as one process of the service would: two of
     them are two processes' worth of connections."""
-    opened: list[PostgresSharedLimits] = []
+    opened: list[tuple[PostgresSharedLimits, PostgresNotices]] = []
 
     async def open_one(poll_s: float = 30.0, **options: Any) -> PostgresSharedLimits:
+        notices = PostgresNotices(conninfo)
         limits = PostgresSharedLimits(
-            conninfo, database_target(postgres_url), poll_s=poll_s, **options
+            conninfo, database_target(postgres_url), notices, poll_s=poll_s, **options
         )
+        opened.append((limits, notices))
         await limits.start()
-        opened.append(limits)
         return limits
 
     yield open_one
-    for limits in opened:
+    for limits, notices in opened:
         await limits.aclose()
+        await notices.aclose()
 
 
 @pytest.fixture
