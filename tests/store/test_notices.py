@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
+import psycopg
 import pytest
+from sqlalchemy.engine import make_url
 
 from app.store.database import postgres_conninfo
 from app.store.notices import MAX_PAYLOAD_BYTES, PostgresNotices
@@ -39,3 +43,34 @@ def test_a_payload_past_postgresqls_limit_is_refused_before_it_is_queued() -> No
     notices = PostgresNotices("host=127.0.0.1", [])
     with pytest.raises(ValueError, match="limited"):
         notices.send("toolloop_a", "x" * (MAX_PAYLOAD_BYTES + 1))
+
+
+async def test_a_lost_connection_is_opened_again_listening_and_sending(postgres_url: str) -> None:
+    name = f"toolloop_notices_{uuid.uuid4().hex[:12]}"
+    conninfo = postgres_conninfo(
+        make_url(postgres_url).update_query_dict({"application_name": name})
+    )
+    admin = postgres_conninfo(postgres_url)
+    assert conninfo is not None
+    assert admin is not None
+    heard: list[str] = []
+    reopened: list[bool] = []
+    notices = PostgresNotices(conninfo)
+    await notices.listen(
+        ["toolloop_a"], lambda notice: heard.append(notice.payload), lambda: reopened.append(True)
+    )
+    try:
+        notices.send("toolloop_a", "before")
+        await wait_for(lambda: heard == ["before"], "the notice before the loss was heard")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (name,),
+            ).fetchall()
+        assert ended == [(True,)]  # the process's one connection
+        await wait_for(lambda: reopened == [True], "the connection was opened again")
+        notices.send("toolloop_a", "after")
+        await wait_for(lambda: heard == ["before", "after"], "the notice after the loss was heard")
+    finally:
+        await notices.aclose()
