@@ -31,7 +31,7 @@ since the previous one; signed when a key is configured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -61,6 +61,7 @@ from app.store.journal.rows import RECEIPT_COLUMNS, complete, layout_of
 from app.store.models import AuditEvent as AuditEventRow
 from app.store.models import Receipt
 from app.store.repositories.chain_heads import ChainHeadRepository
+from app.store.types import utc_now
 
 # Runs whose heads the writer keeps at most (runs that never ended are dropped
 # oldest first, and read again if they write more).
@@ -220,9 +221,16 @@ def checkpoint_runs(work: ChainWork, heads: Mapping[str, Head]) -> list[RunHead]
 class ChainKeeper:
     """The writer's chain heads and its checkpoints' schedule."""
 
-    def __init__(self, checkpoint_runs: int = 100, signer: CheckpointSigner | None = None) -> None:
+    def __init__(
+        self,
+        checkpoint_runs: int = 100,
+        signer: CheckpointSigner | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        """`clock`: the UTC time the checkpoints' day is read from."""
         self._checkpoint_runs = max(1, checkpoint_runs)
         self._signer = signer
+        self._clock = clock
         self._heads: dict[str, Head] = {}
         # Runs ended since the last checkpoint, with their heads.
         self._ended: dict[str, Head] = {}
@@ -278,7 +286,7 @@ class ChainKeeper:
         if not ended:
             return None
         count = len(self._ended) + len(ended)
-        today = datetime.now(UTC).date()
+        today = self._clock().date()
         new_day = self._period_day is not None and today != self._period_day
         if count >= self._checkpoint_runs or new_day:
             return CheckpointDue(dict(self._ended), self._signer)
@@ -311,7 +319,7 @@ class ChainKeeper:
         if not self._ended:
             self._period_day = None
         elif self._period_day is None:
-            self._period_day = datetime.now(UTC).date()
+            self._period_day = self._clock().date()
 
 
 async def link_in_session(session: AsyncSession, batch: Batch) -> Batch:

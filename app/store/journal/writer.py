@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from time import perf_counter
 from typing import Any
 
@@ -28,6 +29,7 @@ from app.store.journal.postgres.process import PostgresWriterProcess
 from app.store.journal.queue import Claim, Group, Pending, Taken
 from app.store.journal.sqlite.checkpoints import WalKeeper
 from app.store.journal.sqlite.process import SqliteWriterProcess
+from app.store.types import utc_now
 
 logger = logging.getLogger("toolloop.writer")
 
@@ -69,7 +71,9 @@ class GroupCommitWriter:
         postgres_process: PostgresWriterProcess | None = None,
         checkpoint_runs: int = 100,
         checkpoint_signer: CheckpointSigner | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
+        """`clock`: the UTC time the chain's checkpoints read their day from."""
         self._backend: Backend = choose_backend(
             sessions, sqlite_process=sqlite_process, postgres_process=postgres_process
         )
@@ -91,7 +95,7 @@ class GroupCommitWriter:
         self._barriers: list[asyncio.Future[None]] = []
         self._listeners: list[Callable[[Sequence[dict[str, Any]]], None]] = []
         self._outage = Outage()
-        self._chain = ChainKeeper(checkpoint_runs, checkpoint_signer)
+        self._chain = ChainKeeper(checkpoint_runs, checkpoint_signer, clock)
 
     def add_listener(self, listener: Callable[[Sequence[dict[str, Any]]], None]) -> None:
         """Call `listener` with each batch's receipt rows (redacted) once they are committed."""

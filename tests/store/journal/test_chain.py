@@ -4,7 +4,7 @@ writer process; checkpoints chained and signed."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from app.foundation.signing import load_signer, verify
 from app.service.runs.records import run_end
 from app.store.database import create_session_factory
 from app.store.journal.chain import stored_entry
+from app.store.journal.writer import GroupCommitWriter
 from app.store.models import AuditEvent as AuditRow
 from app.store.models import ChainCheckpoint, Receipt
 from tests.writer_support import RUN_ID, running_writer, started_run, succeeded_receipt
@@ -243,3 +244,41 @@ async def test_checkpoints_chain_ended_runs_heads_and_are_signed(
         assert row.key_id == signer.key_id
         assert row.signature is not None
         assert verify(key.public_key(), row.link, row.signature)
+
+
+async def test_the_first_run_end_after_the_utc_day_changes_writes_a_checkpoint(
+    run_engine: AsyncEngine, through: dict[str, Any]
+) -> None:
+    now = [datetime(2026, 3, 1, 23, 59, tzinfo=UTC)]
+    sessions = create_session_factory(run_engine)
+
+    async def checkpoints() -> list[ChainCheckpoint]:
+        async with sessions() as session:
+            return list(
+                (await session.scalars(select(ChainCheckpoint).order_by(ChainCheckpoint.seq))).all()
+            )
+
+    async def run(writer: GroupCommitWriter, run_id: str) -> None:
+        await writer.start_run(started_run(run_id))
+        await writer.submit(
+            succeeded_receipt(0, {"n": 0})._replace(run_id=run_id, receipt_id=run_id)
+        )
+        await writer.end_run(run_end(run_id, status="succeeded", call_count=1))
+
+    async with running_writer(
+        run_engine, **through, checkpoint_runs=100, clock=lambda: now[0]
+    ) as writer:
+        await run(writer, "run-day-1")
+        await run(writer, "run-day-1b")
+        assert await checkpoints() == []  # the same day, far from `checkpoint_runs`
+        now[0] += timedelta(minutes=2)  # past midnight, UTC
+        await run(writer, "run-day-2")
+        (checkpoint,) = await checkpoints()
+        assert sorted(run["run_id"] for run in checkpoint.runs) == [
+            "run-day-1",
+            "run-day-1b",
+            "run-day-2",
+        ]
+        await run(writer, "run-day-2b")
+        assert len(await checkpoints()) == 1  # the new day's period has just begun
+    assert [row.seq for row in await checkpoints()] == [1, 2]  # the last one at close
