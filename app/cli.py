@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 from pydantic import ValidationError
@@ -350,13 +351,24 @@ def _worker(settings: Settings) -> int:
     configure_logging(settings.log_level, settings.log_format)
     from app.temporal.worker import serve_worker
 
+    status = 0
     try:
         run_on_database(settings.database_url, serve_worker(settings, contract))
     except CommandFailed as exc:
-        return _fail(str(exc))
+        status = _fail(str(exc))
     except RuntimeError as exc:  # the SDK's words when Temporal cannot be reached
-        return _fail(f"Temporal at {settings.temporal_address} cannot be reached: {exc}")
-    return 0
+        status = _fail(f"Temporal at {settings.temporal_address} cannot be reached: {exc}")
+    return _exit_without_teardown(status)
+
+
+def _exit_without_teardown(status: int) -> NoReturn:
+    """End the process without the interpreter's teardown. The Temporal SDK's core
+    threads outlive its client, and one still handing a result to Python while the
+    interpreter finalizes aborts the process ("PyGILState_Release", SIGABRT)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _db_upgrade(settings: Settings) -> int:
