@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.child_processes import ended_with_this_process
+from tests.support.processes import ToolloopProcess
 from tests.support.waiting import wait_for_sync
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,9 +66,8 @@ def assert_child_ends_with_killed_run(program: str, *args: str) -> None:
             run.stdout.close()
 
 
-class ServerProcess:
-    """`toolloop serve ARGS` in its own process group, so that a test can kill -9 all of it;
-    it ends with the test run that started it (`ended_with_this_process`)."""
+class ServerProcess(ToolloopProcess):
+    """`toolloop serve ARGS` (`ToolloopProcess`) on a port of its own."""
 
     def __init__(
         self,
@@ -82,52 +81,26 @@ class ServerProcess:
     ) -> None:
         self.port = port if port is not None else free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / log_name
-        # A file, not a pipe: nobody drains a pipe, and a full one would block the server.
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [*program, "serve", "--port", str(self.port), *args],
-            cwd=workdir,
-            env={**os.environ, **(env or {})},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=ended_with_this_process(),
+        super().__init__(
+            workdir,
+            "serve",
+            ["--port", str(self.port), *args],
+            env or {},
+            log_name=log_name,
+            program=program,
         )
 
     def wait_until_answering(self) -> None:
         """Poll /healthz (bounded); raise with the server's log if it exited."""
 
         def answering() -> bool:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"toolloop serve exited: {self.log()[-2000:]}")
             try:
                 httpx.get(f"{self.base}/healthz", timeout=1)
             except httpx.TransportError:
                 return False
             return True
 
-        wait_for_sync(answering, "toolloop serve answers /healthz", every_s=0.1)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group, as a crash would, and reap it."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        self._log.close()
-
-    def stop(self) -> None:
-        """SIGTERM (a graceful shutdown), then SIGKILL if it does not end in time."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
+        self.wait_until(answering, "toolloop serve answers /healthz")
 
 
 @contextmanager
