@@ -43,11 +43,10 @@ class OrchestratedWatches:
             self._notices.send(instance_channel(message["from"]), notice(answer))
 
 
-async def listen_for_watches(
-    conninfo: str, relay: RunEventRelay, notices: NoticeSender
-) -> PostgresNotices:
-    """Listen on `ORCHESTRATED_CHANNEL` (answers go out through `notices`); close the
-    result when the worker stops. Raises psycopg.Error when PostgreSQL cannot be reached."""
-    listener = PostgresNotices(conninfo, (ORCHESTRATED_CHANNEL,))
-    await listener.start(OrchestratedWatches(relay, notices).receive)
-    return listener
+async def listen_for_watches(notices: PostgresNotices, relay: RunEventRelay) -> None:
+    """Listen on `ORCHESTRATED_CHANNEL` on the process's one notices connection (answers
+    go out on it too). Raises psycopg.Error when PostgreSQL cannot be reached."""
+    watches = OrchestratedWatches(relay, notices)
+    await notices.listen(
+        (ORCHESTRATED_CHANNEL,), lambda notify: watches.receive(notify.channel, notify.payload)
+    )

@@ -22,8 +22,7 @@ from temporalio.worker import Worker
 from app.contract import Contract
 from app.service.runtime import Runtime, open_runtime
 from app.settings import Settings
-from app.store.database import DatabaseUnavailable, database_target, postgres_conninfo
-from app.store.notices import PostgresNotices
+from app.store.database import DatabaseUnavailable, database_target
 from app.temporal.activities import PlanActivities
 from app.temporal.relayed_runs import listen_for_watches
 from app.temporal.router_activities import RouterActivities
@@ -56,9 +55,8 @@ async def run_worker(settings: Settings, contract: Contract, stop: asyncio.Event
     assert settings.temporal_address is not None
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     runtime = await open_runtime(settings, contract)
-    watches = None
     try:
-        watches = await _relay_followed_runs(settings, runtime)
+        await _relay_followed_runs(settings, runtime)
         heartbeat_every_s = settings.temporal_heartbeat_timeout_s / HEARTBEATS_PER_TIMEOUT
         plans = PlanActivities(runtime, heartbeat_every_s)
         routers = RouterActivities(runtime, heartbeat_every_s)
@@ -78,18 +76,15 @@ async def run_worker(settings: Settings, contract: Contract, stop: asyncio.Event
             )
             await stop.wait()
     finally:
-        if watches is not None:
-            await watches.aclose()
         await runtime.aclose()
 
 
-async def _relay_followed_runs(settings: Settings, runtime: Runtime) -> PostgresNotices | None:
+async def _relay_followed_runs(settings: Settings, runtime: Runtime) -> None:
     """Relay the receipts of the runs a serve process follows (`relayed_runs`)."""
-    conninfo = postgres_conninfo(settings.database_url)
-    if conninfo is None or runtime.replicas is None or runtime.notices is None:
-        return None
+    if runtime.replicas is None or runtime.notices is None:
+        return
     try:
-        return await listen_for_watches(conninfo, runtime.replicas.relay, runtime.notices)
+        await listen_for_watches(runtime.notices, runtime.replicas.relay)
     except psycopg.Error as exc:
         raise DatabaseUnavailable(database_target(settings.database_url), str(exc)) from exc
 
