@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -25,7 +25,12 @@ from app.engine.failures import NOT_RUN_CANCELLED, NOT_RUN_DEADLINE, not_run_aft
 from app.engine.run import RunKind, RunState
 from app.observability.plans import record_plan_finished
 from app.service.plans.mcp_call import MCP
-from app.service.runs.records import record_run_end, stored_receipts
+from app.service.runs.records import (
+    record_run_end,
+    stored_receipts,
+    stored_receipts_at,
+    stored_receipts_below,
+)
 from app.service.runtime import Runtime
 from app.store.models import Receipt as StoredReceipt
 from app.temporal.confirmation_activities import ConfirmationActivities, waiting_of
@@ -67,13 +72,13 @@ class PlanActivities:
     @activity.defn(name=RUN_CALL)
     async def run_call(self, given: CallInput) -> CallResult:
         call = given.call
-        rows = await self._stored(given.run.run_id)
-        done = _at(rows, call.seq)
+        done = await self._stored_at(given.run.run_id, call.seq)
         if done is not None:  # a lost worker committed it before it was lost
             return CallResult(done.id, done.status)
         state = self._open(given.run, first_dispatch_seq(given.run, call.seq))
         tool = self._engine.contract.tools[call.tool]
         if tool.requires is not None:
+            rows = await stored_receipts(self._runtime.sessions, given.run.run_id)
             self._engine.recall(state, rows)
         decided = None
         if tool.requires_confirmation:
@@ -106,7 +111,10 @@ class PlanActivities:
     async def skip_calls(self, given: SkipInput) -> list[str]:
         """`skipped` receipts for the calls of `given` that have none yet."""
         run = given.run
-        stored = {row.seq for row in await self._stored(run.run_id)}
+        seqs = [call.seq for call in given.calls]
+        stored = {
+            row.seq for row in await stored_receipts_at(self._runtime.sessions, run.run_id, seqs)
+        }
         if given.after_call_key is None:
             error: CallError = NOT_RUN_CANCELLED
         elif run.deadline_at is not None and time.time() >= run.deadline_at:
@@ -130,7 +138,7 @@ class PlanActivities:
     async def record_lost_call(self, given: CallInput) -> CallResult:
         """The receipt of a call whose worker was lost and that is not run again."""
         call = given.call
-        done = _at(await self._stored(given.run.run_id), call.seq)
+        done = await self._stored_at(given.run.run_id, call.seq)
         if done is not None:
             return CallResult(done.id, done.status)
         state = self._open(given.run, given.run.planned_calls)
@@ -142,13 +150,13 @@ class PlanActivities:
     @activity.defn(name=END_RUN)
     async def end_run(self, given: EndInput) -> None:
         run = given.run
-        rows = await self._stored(run.run_id)
         runtime = self._runtime
+        call_count = await stored_receipts_below(runtime.sessions, run.run_id, run.planned_calls)
         await record_run_end(
             runtime.sessions,
             run.run_id,
             status=given.status,
-            call_count=sum(1 for row in rows if row.seq < run.planned_calls),
+            call_count=call_count,
             writer=runtime.writer,
         )
         runtime.relay_run_end(run.run_id, given.status)
@@ -180,8 +188,10 @@ class PlanActivities:
             parallel_batch_id=run.parallel_batch_id,
         )
 
-    async def _stored(self, run_id: str) -> list[StoredReceipt]:
-        return await stored_receipts(self._runtime.sessions, run_id)
+    async def _stored_at(self, run_id: str, seq: int) -> StoredReceipt | None:
+        """The call's own stored receipt, if any (one indexed row, not the run's)."""
+        rows = await stored_receipts_at(self._runtime.sessions, run_id, [seq])
+        return rows[0] if rows else None
 
     async def _heartbeat(self) -> None:
         """Tell Temporal this worker still runs the call (and learn of a cancel)."""
@@ -198,7 +208,3 @@ def engine_run_kind(kind: str) -> RunKind:
     """The engine's kind of a plan's run: an MCP call runs as the one call of a
     sequential plan, as it does locally."""
     return RunKind.SEQUENTIAL if kind == MCP else RunKind(kind)
-
-
-def _at(rows: Iterable[StoredReceipt], seq: int) -> StoredReceipt | None:
-    return next((row for row in rows if row.seq == seq), None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -241,3 +241,25 @@ async def stored_receipts(
             return await ReceiptRepository(session).list_for_run(run_id)
     except SQLAlchemyError as exc:
         raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
+
+
+async def stored_receipts_at(
+    sessions: async_sessionmaker[AsyncSession], run_id: str, seqs: Collection[int]
+) -> list[StoredReceipt]:
+    """The run's stored receipts at these `seq` numbers (an indexed read), in `seq` order."""
+    try:
+        async with sessions() as session:
+            return await ReceiptRepository(session).list_at(run_id, seqs)
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
+
+
+async def stored_receipts_below(
+    sessions: async_sessionmaker[AsyncSession], run_id: str, seq: int
+) -> int:
+    """How many receipts the run has stored below `seq` (its plan's own calls)."""
+    try:
+        async with sessions() as session:
+            return await ReceiptRepository(session).count_below(run_id, seq)
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's receipts could not be counted: {exc}") from exc

@@ -51,6 +51,11 @@ class ReceiptRepository(Repository):
         )
         return list((await self.session.scalars(statement)).all())
 
+    async def count_below(self, run_id: str, seq: int) -> int:
+        """How many of the run's receipts sit below `seq`."""
+        statement = select(func.count()).where(Receipt.run_id == run_id, Receipt.seq < seq)
+        return int((await self.session.scalar(statement)) or 0)
+
     async def count_by_status(self, run_id: str) -> dict[str, int]:
         statement = (
             select(Receipt.status, func.count())
