@@ -39,6 +39,7 @@ from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
 from app.store.repositories.runs import ORCHESTRATED
 from app.temporal.confirmation_messages import RESUME, SETTLED, WaitingSpec
+from app.temporal.converter import DATA_CONVERTER
 from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
 from app.temporal.messages import (
     PLAN_WORKFLOW,
@@ -73,7 +74,10 @@ async def connect(settings: Settings) -> Client:
     the service starts, not ready, while Temporal is down)."""
     assert settings.temporal_address is not None  # `worker.settings_problem` said so
     return await Client.connect(
-        settings.temporal_address, namespace=settings.temporal_namespace, lazy=True
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=DATA_CONVERTER,
+        lazy=True,
     )
 
 

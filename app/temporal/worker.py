@@ -24,6 +24,7 @@ from app.service.runtime import Runtime, open_runtime
 from app.settings import Settings
 from app.store.database import DatabaseUnavailable, database_target
 from app.temporal.activities import PlanActivities
+from app.temporal.converter import DATA_CONVERTER
 from app.temporal.relayed_runs import listen_for_watches
 from app.temporal.router_activities import RouterActivities
 from app.temporal.router_workflow import RouterWorkflow
@@ -53,7 +54,11 @@ async def run_worker(settings: Settings, contract: Contract, stop: asyncio.Event
     """Poll the task queue until `stop` is set. Raises RuntimeError (Temporal) or
     DatabaseUnavailable when either cannot be reached at start."""
     assert settings.temporal_address is not None
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    client = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=DATA_CONVERTER,
+    )
     runtime = await open_runtime(settings, contract)
     try:
         await _relay_followed_runs(settings, runtime)
