@@ -48,5 +48,5 @@ def test_a_missing_required_field_is_an_error() -> None:
     given = {"seq": 0, "call_key": "1"}
     payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(given).encode())
 
-    with pytest.raises(Exception, match="CallSpec|tool"):
+    with pytest.raises(Exception, match=r"CallSpec|tool"):
         DATA_CONVERTER.payload_converter.from_payloads([payload], [CallSpec])
