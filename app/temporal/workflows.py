@@ -56,12 +56,22 @@ SUCCEEDED = "succeeded"
 # Attempts of a call whose tool may run again when its worker is lost.
 RERUN_ATTEMPTS = 3
 # The bookkeeping activities (skips, a lost call's receipt, the run's end) check
-# what is stored before they write, so they may run again until they succeed.
+# what is stored before they write, so they may run again until they succeed,
+# and run as local activities.
 BOOKKEEPING_TIMEOUT = timedelta(seconds=60)
 BOOKKEEPING_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
+# Lanes that start in one workflow activation at most: scheduling a thousand
+# activities at once outlasts the SDK's deadlock detector (2 s) on a loaded host,
+# and a workflow it stops cannot be evicted. The next wave starts after a timer,
+# in the next activation.
+LANES_PER_ACTIVATION = 100
+WAVE_PAUSE = timedelta(milliseconds=1)
 
 
-@workflow.defn(name=PLAN_WORKFLOW)
+# Outside the SDK's sandbox: this module does nothing but order activities (no clock, no
+# I/O, no randomness), and the sandbox's proxies made scheduling a wave of lanes'
+# activities outlast the deadlock detector on a loaded host.
+@workflow.defn(name=PLAN_WORKFLOW, sandboxed=False)
 class PlanWorkflow:
     def __init__(self) -> None:
         self._waits = Waits()
@@ -69,13 +79,21 @@ class PlanWorkflow:
     @workflow.run
     async def run(self, plan: PlanInput) -> PlanResult:
         lanes = asyncio.Semaphore(plan.max_concurrency)
+        waves = [asyncio.Event() for _ in range(0, len(plan.chains), LANES_PER_ACTIVATION)]
+        releasing = asyncio.create_task(_release_in_turn(waves))
         self._waits.begin(len(plan.chains))
         try:
             _, statuses = await asyncio.gather(
                 self._waits.pauses(lambda calls: self._pause(plan, calls)),
-                asyncio.gather(*(self._chain(plan, chain, lanes) for chain in plan.chains)),
+                asyncio.gather(
+                    *(
+                        self._chain(plan, chain, lanes, waves[index // LANES_PER_ACTIVATION])
+                        for index, chain in enumerate(plan.chains)
+                    )
+                ),
             )
         except asyncio.CancelledError:
+            releasing.cancel()
             await self._skip_all(plan)
             await self._end(plan, "cancelled")
             raise
@@ -94,7 +112,10 @@ class PlanWorkflow:
         """Every waiting call was decided (the decisions are in the store)."""
         return await self._waits.resume()
 
-    async def _chain(self, plan: PlanInput, chain: Chain, lanes: asyncio.Semaphore) -> list[str]:
+    async def _chain(
+        self, plan: PlanInput, chain: Chain, lanes: asyncio.Semaphore, wave: asyncio.Event
+    ) -> list[str]:
+        await wave.wait()
         await lanes.acquire()
         holds_lane = True
         try:
@@ -176,10 +197,20 @@ class PlanWorkflow:
 
 
 async def _bookkeeping(activity: str, given: object, result_type: type | None = None) -> Any:
-    return await workflow.execute_activity(
+    """A local activity: run by the worker that runs the workflow task, without a round
+    trip through the task queue (the worker hosts the plan's activities too)."""
+    return await workflow.execute_local_activity(
         activity,
         given,
         result_type=result_type,
         start_to_close_timeout=BOOKKEEPING_TIMEOUT,
         retry_policy=BOOKKEEPING_RETRIES,
     )
+
+
+async def _release_in_turn(waves: list[asyncio.Event]) -> None:
+    """Let the first wave of lanes start at once, each next one a workflow task later."""
+    for index, wave in enumerate(waves):
+        if index:
+            await workflow.sleep(WAVE_PAUSE)
+        wave.set()

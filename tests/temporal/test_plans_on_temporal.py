@@ -227,3 +227,42 @@ def test_an_idempotency_key_replays_the_answer_of_a_plan_run_on_temporal(stack: 
     assert again.json()["plan_id"] == first.json()["plan_id"]
     assert again.json()["receipts"] == first.json()["receipts"]
     assert len(stack.receipts(first.json()["plan_id"])) == 2
+
+
+LARGE_LANES = 400
+
+
+def test_a_plan_of_hundreds_of_lanes_at_once_ends_with_one_receipt_per_call(
+    stack: Stack,
+) -> None:
+    failing = {
+        "item_key": "lane-0",
+        "calls": [
+            {"call_key": "1", "tool": "explode", "args": {"text": "x"}},
+            {"call_key": "2", "tool": "echo", "args": {"text": "y"}},
+        ],
+    }
+    lanes = [failing] + [
+        {
+            "item_key": f"lane-{index}",
+            "calls": [{"call_key": "1", "tool": "echo", "args": {"text": str(index)}}],
+        }
+        for index in range(1, LARGE_LANES)
+    ]
+    plan = {"owner": "tester", "max_concurrency": LARGE_LANES, "lanes": lanes}
+
+    response = stack.post("/plans/parallel", plan)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "failed"
+    assert [lane["item_key"] for lane in body["lanes"]] == [lane["item_key"] for lane in lanes]
+    first, *rest = body["lanes"]
+    assert [receipt["status"] for receipt in first["receipts"]] == ["failed", "skipped"]
+    assert all(lane["status"] == "succeeded" for lane in rest)
+    assert [lane["receipts"][0]["output"]["text"] for lane in rest] == [
+        str(index) for index in range(1, LARGE_LANES)
+    ]
+    run = stack.ended_run(body["plan_id"])
+    assert run["status"] == "failed"
+    assert run["receipt_count"] == LARGE_LANES + 1
