@@ -182,6 +182,7 @@ class TemporalExecutor:
             ports,
             plan,
             PlanInput(run, chains, 1, self._heartbeat_timeout_s),
+            may_pause=self._may_pause(chains),
         )
 
     def parallel(
@@ -206,6 +207,14 @@ class TemporalExecutor:
             ports,
             plan,
             PlanInput(run, chains, plan.max_concurrency, self._heartbeat_timeout_s),
+            may_pause=self._may_pause(chains),
+        )
+
+    def _may_pause(self, chains: Sequence[Chain]) -> bool:
+        """Whether a call of the plan may wait for a confirmation."""
+        tools = self._contract.tools
+        return any(
+            tools[call.tool].requires_confirmation for chain in chains for call in chain.calls
         )
 
     def _ref(
@@ -263,16 +272,21 @@ class TemporalPlanRun:
         plan: SequentialPlan | ParallelPlan,
         given: PlanInput,
         *,
+        may_pause: bool = True,
         resuming: bool = False,
     ) -> None:
         """`resuming`: the run's workflow waits for its confirmations' decisions, which
-        were all recorded; else the workflow starts."""
+        were all recorded; else the workflow starts. `may_pause`: a call of the plan may
+        wait for a confirmation; when none may, the run's end is all there is to wait for,
+        and asking the workflow where it stands (an update, a workflow task of its own)
+        is left out."""
         self._client = client
         self._task_queue = task_queue
         self._ports = ports
         self._plan = plan
         self._input = given
         self._resuming = resuming
+        self._may_pause = may_pause
         self._status: str | None = None
         self._pending: list[WaitingSpec] = []
 
@@ -289,11 +303,12 @@ class TemporalPlanRun:
             )
         else:
             handle = await self._start()
-        settled = await settlement(handle, RESUME if self._resuming else SETTLED)
-        if settled is not None and settled.status == PENDING:
-            self._status = PENDING
-            self._pending = settled.pending
-            return
+        if self._resuming or self._may_pause:
+            settled = await settlement(handle, RESUME if self._resuming else SETTLED)
+            if settled is not None and settled.status == PENDING:
+                self._status = PENDING
+                self._pending = settled.pending
+                return
         try:
             result = await handle.result()
         except (RPCError, WorkflowFailureError) as exc:

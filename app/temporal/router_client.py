@@ -97,7 +97,15 @@ class TemporalRouterExecutor:
             turn_timeout_s=plan.budgets.deadline_s + STRETCH_MARGIN_S,
             heartbeat_timeout_s=self._heartbeat_timeout_s,
         )
-        return TemporalRouterRun(self._client, self._task_queue, sessions, identity.run_id, given)
+        may_pause = any(tools[tool_id].requires_confirmation for tool_id in plan.tools)
+        return TemporalRouterRun(
+            self._client,
+            self._task_queue,
+            sessions,
+            identity.run_id,
+            given,
+            may_pause=may_pause,
+        )
 
 
 class TemporalRouterRun:
@@ -112,15 +120,18 @@ class TemporalRouterRun:
         given: RouterRunInput | None,
         *,
         decided: list[RouterDecision] | None = None,
+        may_pause: bool = True,
     ) -> None:
         """`given`: the run to start; None with `decided`: the decisions its waiting
-        workflow goes on with."""
+        workflow goes on with. `may_pause`: a tool the run may call waits for a
+        confirmation; when none does, the run's end is all there is to wait for."""
         self._client = client
         self._task_queue = task_queue
         self._sessions = sessions
         self._run_id = run_id
         self._input = given
         self._decided = decided
+        self._may_pause = may_pause
 
     @property
     def run_id(self) -> str:
@@ -132,10 +143,12 @@ class TemporalRouterRun:
             handle = self._client.get_workflow_handle(workflow_id(self.run_id), result_type=str)
         else:
             handle = await self._start(self._input)
-        if self._decided is None:
+        if self._decided is not None:
+            settled = await settlement(handle, RESUME, self._decided)
+        elif self._may_pause:
             settled = await settlement(handle, SETTLED)
         else:
-            settled = await settlement(handle, RESUME, self._decided)
+            settled = None
         if settled is not None and settled.status == PAUSED:
             return
         try:
