@@ -194,8 +194,10 @@ async def test_the_check_finds_runs_whatever_the_session_s_search_path(
     "statement",
     [
         "TRUNCATE runs CASCADE",
-        "TRUNCATE runs, receipts, router_checkpoints, router_confirmations, router_recordings",
-        "TRUNCATE receipts, runs, router_checkpoints, router_confirmations, router_recordings",
+        "TRUNCATE runs, receipts, router_checkpoints, router_confirmations, router_recordings, "
+        "router_exact_state",
+        "TRUNCATE receipts, runs, router_checkpoints, router_confirmations, router_recordings, "
+        "router_exact_state",
     ],
 )
 async def test_truncating_runs_empties_receipts(
