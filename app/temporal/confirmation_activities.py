@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from app.engine import CallRejected, ConfirmationDecision, WaitingCall
 from app.engine.confirmation import ConfirmationRequired
@@ -19,7 +20,9 @@ from app.service.plans.pause import record_plan_pause
 from app.service.runs.records import stored_receipts
 from app.service.runtime import Runtime
 from app.store.repositories.router_runs import PENDING, RouterRunRepository
+from app.store.repositories.runs import RunRepository
 from app.temporal.confirmation_messages import PAUSE_RUN, PauseInput, WaitingSpec
+from app.temporal.standing import RUN_STANDING
 
 
 def waiting_of(exc: CallRejected) -> WaitingSpec | None:
@@ -38,7 +41,7 @@ class ConfirmationActivities:
         self._runtime = runtime
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.pause_run]
+        return [self.pause_run, self.run_standing]
 
     async def decision(
         self, run_id: str, item_key: str | None, call_key: str
@@ -83,3 +86,15 @@ class ConfirmationActivities:
             checkpoint=given.checkpoint,
             waiting=waiting,
         )
+
+    @activity.defn(name=RUN_STANDING)
+    async def run_standing(self, run_id: str) -> str:
+        """The run's status in the store (a paused run's workflow asks it)."""
+        try:
+            async with self._runtime.sessions() as session:
+                run = await RunRepository(session).get(run_id)
+        except SQLAlchemyError as exc:
+            raise StorageUnavailable(f"the run could not be read: {exc}") from exc
+        if run is None:
+            raise ApplicationError(f"run {run_id} is not recorded", non_retryable=True)
+        return run.status
