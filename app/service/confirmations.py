@@ -101,6 +101,7 @@ class ConfirmationService:
                     raise ConfirmationNotFound(f"no run {run_id!r}")
                 if run.kind == ROUTER:
                     self.router.require_ready()
+                executed_by = run.instance_id
                 target = next(
                     (c for c in await repo.confirmations(run_id) if c.id == confirmation_id), None
                 )
@@ -136,6 +137,7 @@ class ConfirmationService:
         )
         if changed:
             self.plans.writer.run_ended(run_id)  # closed in the decision's transaction
+            await self._closed_while_waiting(kind, run_id, executed_by)
             raise ConfirmationContractChanged(
                 "the contract changed since this confirmation was requested "
                 f"({target.contract_hash} -> {contract.hash}); the approval is refused "
@@ -254,6 +256,13 @@ class ConfirmationService:
             await repo.decide(confirmation.id, status=REFUSED, reason=reason, decided_by=decided_by)
         await RunRepository(session).finish(run.id, status="failed")
         await repo.release(run.id)
+
+    async def _closed_while_waiting(self, kind: str, run_id: str, executed_by: str) -> None:
+        """An orchestrator's workflow waits for the closed run too: let it end."""
+        if kind == ROUTER:
+            await self.router.closed_while_waiting(run_id)
+        else:
+            await self.plans.executor.closed_while_waiting(run_id, executed_by)
 
     def _audit(
         self,

@@ -145,6 +145,18 @@ class TemporalExecutor:
         status = await cancel_workflow(self._client, run_id)
         return RemoteStop(status or RUNNING, stopping=status == CANCELLED)
 
+    async def closed_while_waiting(self, run_id: str, instance_id: str) -> None:
+        """Nudge the run's workflow to look at the store, where it finds the run ended and
+        ends as it stands (a cancel would record the workflow's own end over it). When
+        Temporal does not answer, the workflow's own next look finds it."""
+        if instance_id != ORCHESTRATED:
+            return
+        handle = self._client.get_workflow_handle(workflow_id(run_id))
+        try:
+            await settlement(handle, RESUME)
+        except ExecutorUnavailable as exc:
+            logger.warning("run %s: its workflow was not told the run closed: %s", run_id, exc)
+
     def sequential(
         self,
         ports: PlanPorts,

@@ -10,7 +10,8 @@ allows (`CallSpec.rerunnable`); otherwise, or once those attempts are spent, it
 gets a `failed` receipt (kind interrupted). A cancelled workflow lets the call
 in flight end `cancelled`, skips the rest and ends the run `cancelled`. A call
 that waits for a confirmation parks its chain until the run's waiting calls
-are decided (`waits`).
+are decided (`waits`); a run closed while it waited ends its workflow with the
+status it was closed with.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError
 
-from app.temporal.waits import Waits
+from app.temporal.waits import ClosedWhileWaiting, Waits
 
 with workflow.unsafe.imports_passed_through():
     from app.temporal.confirmation_messages import (
@@ -82,16 +83,21 @@ class PlanWorkflow:
         waves = [asyncio.Event() for _ in range(0, len(plan.chains), LANES_PER_ACTIVATION)]
         releasing = asyncio.create_task(_release_in_turn(waves))
         self._waits.begin(len(plan.chains))
+        chains = asyncio.gather(
+            *(
+                self._chain(plan, chain, lanes, waves[index // LANES_PER_ACTIVATION])
+                for index, chain in enumerate(plan.chains)
+            )
+        )
         try:
             _, statuses = await asyncio.gather(
-                self._waits.pauses(lambda calls: self._pause(plan, calls)),
-                asyncio.gather(
-                    *(
-                        self._chain(plan, chain, lanes, waves[index // LANES_PER_ACTIVATION])
-                        for index, chain in enumerate(plan.chains)
-                    )
-                ),
+                self._waits.pauses(plan.run.run_id, lambda calls: self._pause(plan, calls)),
+                chains,
             )
+        except ClosedWhileWaiting as closed:
+            chains.cancel()  # only parked chains are left: none holds a call
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return PlanResult(closed.status, [])
         except asyncio.CancelledError:
             releasing.cancel()
             await self._skip_all(plan)
@@ -109,7 +115,7 @@ class PlanWorkflow:
 
     @workflow.update(name=RESUME)
     async def resume(self) -> Settlement:
-        """Every waiting call was decided (the decisions are in the store)."""
+        """The run's waiting calls may have been decided: look in the store now."""
         return await self._waits.resume()
 
     async def _chain(

@@ -48,6 +48,10 @@ class PlanExecutor(Protocol):
         """Cancel a run recorded with `instance_id` that no process here executes, when
         this executor runs it (None: not one of its runs)."""
 
+    async def closed_while_waiting(self, run_id: str, instance_id: str) -> None:
+        """Tell the executor running a paused run recorded with `instance_id` that the
+        run was closed while it waited for confirmations (nothing when none runs it)."""
+
     def router_executor(self) -> RouterExecutor | None:
         """Where router runs go with this executor's plans (None: this process)."""
 
@@ -110,6 +114,9 @@ class LocalExecutor:
         return None
 
     async def stop_orchestrated(self, run_id: str, instance_id: str) -> RemoteStop | None:
+        return None
+
+    async def closed_while_waiting(self, run_id: str, instance_id: str) -> None:
         return None
 
     def router_executor(self) -> None:

@@ -235,9 +235,14 @@ class RouterService:
             )
         sink.record("router.run_stopped", {"status": CANCELLED, "was": PENDING})
         self.writer.run_ended(run_id)
+        await self.closed_while_waiting(run_id)
+        return CANCELLED
+
+    async def closed_while_waiting(self, run_id: str) -> None:
+        """A run closed while it waited for confirmations: the executor running it (not
+        this process) is told."""
         if self.executor is not None:
             await self.executor.stop_waiting(run_id)
-        return CANCELLED
 
     # -- internals ------------------------------------------------------------
 
