@@ -19,8 +19,8 @@ from temporalio.common import RetryPolicy
 RUN_STANDING = "toolloop.run_standing"
 PENDING = "pending"
 # The first look without a nudge, doubled each time up to the longest: a decision
-# that lost its nudge is found within that long, and a wait of a day adds a few
-# hundred events to the workflow's history.
+# that lost its nudge is found within that long, and each waiting day adds about a
+# thousand events (a timer, a workflow task and a marker per look) to the history.
 FIRST_LOOK = timedelta(seconds=5)
 LONGEST_LOOK = timedelta(minutes=10)
 LOOK_TIMEOUT = timedelta(seconds=60)
