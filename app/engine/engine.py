@@ -389,14 +389,26 @@ class Engine:
         """Durable receipts for a plan's calls run one at a time (by workers) that will
         not run: `calls` as (seq, call_key, tool id, args); `skipped` with `error`, or,
         when `error` is None, `failed` as calls whose worker was lost mid-call."""
+        return await self.record_chains_settled_elsewhere(state, [(item_key, calls)], error=error)
+
+    async def record_chains_settled_elsewhere(
+        self,
+        state: RunState,
+        chains: Sequence[tuple[str | None, Sequence[tuple[int, str, str, Mapping[str, Any]]]]],
+        *,
+        error: CallError | None,
+    ) -> list[Receipt]:
+        """`record_settled_elsewhere` for the calls of several chains (item key, calls),
+        durable together."""
         out: list[Receipt] = []
         tools = self._contract.tools
-        for seq, call_key, tool_id, args in calls:
-            tool = tools[tool_id]
-            if error is None:
-                self._pipeline.settle_lost(state, tool, args, seq, call_key, item_key, out)
-            else:
-                self._pipeline.skip(state, tool, args, seq, call_key, item_key, error, out)
+        for item_key, calls in chains:
+            for seq, call_key, tool_id, args in calls:
+                tool = tools[tool_id]
+                if error is None:
+                    self._pipeline.settle_lost(state, tool, args, seq, call_key, item_key, out)
+                else:
+                    self._pipeline.skip(state, tool, args, seq, call_key, item_key, error, out)
         await state.flush()
         return out
 

@@ -30,6 +30,7 @@ from app.service.runs.records import (
     stored_receipts,
     stored_receipts_at,
     stored_receipts_below,
+    stored_seqs_below,
 )
 from app.service.runtime import Runtime
 from app.store.models import Receipt as StoredReceipt
@@ -109,29 +110,35 @@ class PlanActivities:
 
     @activity.defn(name=SKIP_CALLS)
     async def skip_calls(self, given: SkipInput) -> list[str]:
-        """`skipped` receipts for the calls of `given` that have none yet."""
+        """`skipped` receipts for the calls of `given` that have none yet, durable together."""
         run = given.run
-        seqs = [call.seq for call in given.calls]
-        stored = {
-            row.seq for row in await stored_receipts_at(self._runtime.sessions, run.run_id, seqs)
-        }
-        if given.after_call_key is None:
-            error: CallError = NOT_RUN_CANCELLED
-        elif run.deadline_at is not None and time.time() >= run.deadline_at:
-            error = NOT_RUN_DEADLINE
-        else:
-            error = not_run_after(given.after_call_key)
-        calls = [
-            (call.seq, call.call_key, call.tool, call.args)
-            for call in given.calls
-            if call.seq not in stored
+        sessions = self._runtime.sessions
+        error: CallError
+        if given.after_call_key is None:  # every call of the cancelled run
+            error = NOT_RUN_CANCELLED
+            stored = await stored_seqs_below(sessions, run.run_id, run.planned_calls)
+        else:  # the rest of one chain
+            if run.deadline_at is not None and time.time() >= run.deadline_at:
+                error = NOT_RUN_DEADLINE
+            else:
+                error = not_run_after(given.after_call_key)
+            seqs = [call.seq for chain in given.chains for call in chain.calls]
+            stored = {row.seq for row in await stored_receipts_at(sessions, run.run_id, seqs)}
+        chains = [
+            (
+                chain.item_key,
+                [
+                    (call.seq, call.call_key, call.tool, call.args)
+                    for call in chain.calls
+                    if call.seq not in stored
+                ],
+            )
+            for chain in given.chains
         ]
-        if not calls:
+        if not any(calls for _, calls in chains):
             return []
         state = self._open(run, run.planned_calls)
-        receipts = await self._engine.record_settled_elsewhere(
-            state, calls, given.item_key, error=error
-        )
+        receipts = await self._engine.record_chains_settled_elsewhere(state, chains, error=error)
         return [receipt.receipt_id for receipt in receipts]
 
     @activity.defn(name=RECORD_LOST_CALL)

@@ -76,8 +76,8 @@ class CallInput:
 @dataclass
 class SkipInput:
     run: RunRef
-    item_key: str | None
-    calls: list[CallSpec]
+    # A chain's calls after one that did not succeed, or every chain of a cancelled run.
+    chains: list[Chain]
     # The call that did not succeed before them, or None when the run was cancelled.
     after_call_key: str | None
 

@@ -140,9 +140,8 @@ class PlanWorkflow:
                     continue
                 rest = chain.calls[index + 1 :]
                 if rest:
-                    await _bookkeeping(
-                        SKIP_CALLS, SkipInput(plan.run, chain.item_key, rest, call.call_key)
-                    )
+                    skipped = SkipInput(plan.run, [Chain(chain.item_key, rest)], call.call_key)
+                    await _bookkeeping(SKIP_CALLS, skipped)
                     statuses.extend("skipped" for _ in rest)
                 break
             return statuses
@@ -192,9 +191,8 @@ class PlanWorkflow:
 
     async def _skip_all(self, plan: PlanInput) -> None:
         """Skip every call of the cancelled plan that has no receipt (the activity
-        checks what is stored)."""
-        for chain in plan.chains:
-            await _bookkeeping(SKIP_CALLS, SkipInput(plan.run, chain.item_key, chain.calls, None))
+        checks what is stored): one activity, whatever the plan's size."""
+        await _bookkeeping(SKIP_CALLS, SkipInput(plan.run, plan.chains, None))
 
     async def _end(self, plan: PlanInput, status: str) -> None:
         await _bookkeeping(END_RUN, EndInput(plan.run, status))

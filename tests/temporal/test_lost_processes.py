@@ -3,6 +3,7 @@ second worker takes over), and the API process killed -9 while its run goes on."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,49 @@ def test_a_run_whose_api_process_died_is_cancelled_from_another(stack: Stack) ->
     receipts = _by_key(stack.receipts(run_id))
     assert receipts["gate"]["error"]["kind"] == "cancelled"
     assert receipts["after"]["status"] == "skipped"
+
+
+def test_a_cancelled_fan_out_skips_every_lane_in_one_activity(stack: Stack) -> None:
+    gate = {"call_key": "gate", "tool": "gate", "args": {"marks": str(stack.marks), "name": "fan"}}
+    echo = {"call_key": "echo", "tool": "echo", "args": {"text": "x"}}
+    plan = {
+        "owner": "tester",
+        "max_concurrency": 1,
+        "lanes": [{"item_key": "held", "calls": [gate, echo]}]
+        + [
+            {"item_key": f"lane{index}", "calls": [echo, echo | {"call_key": "again"}]}
+            for index in range(40)
+        ],
+    }
+    response = stack.post("/plans/parallel", plan, Prefer="respond-async")
+    assert response.status_code == 202, response.text
+    run_id = response.headers["Location"].rsplit("/", 1)[1]
+    wait_for_sync(lambda: _started_in(stack, "fan"), "the gate started")
+
+    assert stack.post(f"/runs/{run_id}/cancel", {}).status_code in (200, 202)
+
+    assert stack.ended_run(run_id)["status"] == "cancelled"
+    receipts = stack.receipts(run_id)
+    assert len(receipts) == 82
+    assert {r["status"] for r in receipts} == {"skipped"}
+    assert {r["error"]["kind"] for r in receipts} == {"cancelled"}
+    assert _local_activities(stack, run_id, "toolloop.skip_calls") == 1
+
+
+def _local_activities(stack: Stack, run_id: str, activity: str) -> int:
+    """How many times the run's workflow ran the local activity `activity`."""
+    from temporalio.client import Client
+
+    from app.temporal.handles import workflow_id
+
+    async def count() -> int:
+        client = await Client.connect(stack.env["TOOLLOOP_TEMPORAL_ADDRESS"])
+        history = await client.get_workflow_handle(workflow_id(run_id)).fetch_history()
+        return sum(
+            activity.encode() in payload.data
+            for event in history.events
+            if event.HasField("marker_recorded_event_attributes")
+            for payload in event.marker_recorded_event_attributes.details["data"].payloads
+        )
+
+    return asyncio.run(count())

@@ -254,6 +254,17 @@ async def stored_receipts_at(
         raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
 
 
+async def stored_seqs_below(
+    sessions: async_sessionmaker[AsyncSession], run_id: str, seq: int
+) -> set[int]:
+    """The `seq` numbers of the run's stored receipts below `seq` (its plan's own calls)."""
+    try:
+        async with sessions() as session:
+            return await ReceiptRepository(session).seqs_below(run_id, seq)
+    except SQLAlchemyError as exc:
+        raise StorageUnavailable(f"the run's receipts could not be read: {exc}") from exc
+
+
 async def stored_receipts_below(
     sessions: async_sessionmaker[AsyncSession], run_id: str, seq: int
 ) -> int:

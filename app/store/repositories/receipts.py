@@ -51,6 +51,11 @@ class ReceiptRepository(Repository):
         )
         return list((await self.session.scalars(statement)).all())
 
+    async def seqs_below(self, run_id: str, seq: int) -> set[int]:
+        """The `seq` numbers of the run's receipts below `seq`."""
+        statement = select(Receipt.seq).where(Receipt.run_id == run_id, Receipt.seq < seq)
+        return set((await self.session.scalars(statement)).all())
+
     async def count_below(self, run_id: str, seq: int) -> int:
         """How many of the run's receipts sit below `seq`."""
         statement = select(func.count()).where(Receipt.run_id == run_id, Receipt.seq < seq)
