@@ -53,7 +53,6 @@ from app.temporal.pauses import PENDING, is_temporal_plan_checkpoint, plan_shape
 from app.temporal.updates import settlement
 
 if TYPE_CHECKING:
-    from app.service.plans.service import PlanService
     from app.temporal.router_client import TemporalRouterExecutor
 
 logger = logging.getLogger("toolloop.temporal")
@@ -101,7 +100,7 @@ class TemporalExecutor:
 
     def continued(
         self,
-        plans: PlanService,
+        plans: PlanPorts,
         run: Run,
         checkpoint: Mapping[str, Any] | None,
         decided: Sequence[Confirmation],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.contract.compiled import Contract
 from app.engine import (
@@ -32,14 +32,19 @@ from app.engine import (
     Status,
 )
 from app.service.errors import ConfirmationConflict
-from app.service.plans.runs import ParallelRun, SequentialRun
+from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
 from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
 
-if TYPE_CHECKING:  # the service holds the executor, which continues runs with this module
-    from app.service.plans.service import PlanService
-
 APPROVED = "approved"
+
+
+class ContinuationPorts(PlanPorts, Protocol):
+    """What a paused plan run goes on with: a plan run's ports, and the contract its
+    stored receipts are read against (`PlanService` holds them)."""
+
+    @property
+    def contract(self) -> Contract: ...
 
 
 def is_plan_checkpoint(document: Mapping[str, Any] | None) -> bool:
@@ -47,7 +52,7 @@ def is_plan_checkpoint(document: Mapping[str, Any] | None) -> bool:
 
 
 def continued_run(
-    plans: PlanService,
+    ports: ContinuationPorts,
     run: Run,
     checkpoint: Mapping[str, Any] | None,
     decided: Sequence[Confirmation],
@@ -57,7 +62,7 @@ def continued_run(
     ConfirmationConflict when its checkpoint is not a local plan run's."""
     if checkpoint is None or not is_plan_checkpoint(checkpoint):
         raise ConfirmationConflict("the paused run kept nothing to continue from")
-    contract = plans.contract
+    contract = ports.contract
     chains = [
         (chain["item_key"], [PlannedCall(key, tool) for key, tool in chain["calls"]])
         for chain in checkpoint["chains"]
@@ -80,12 +85,12 @@ def continued_run(
     if checkpoint["kind"] == "sequential":
         ((_, calls),) = chains
         plan = SequentialPlan(run.owner, tuple(calls), context, deadline_s)
-        return SequentialRun(plans, identity, plan, admitted[0], point, decisions=decisions)
+        return SequentialRun(ports, identity, plan, admitted[0], point, decisions=decisions)
     lanes = tuple(Lane(item_key or "", tuple(calls)) for item_key, calls in chains)
     parallel = ParallelPlan(run.owner, checkpoint["max_concurrency"], lanes, context, deadline_s)
     assert run.parallel_batch_id is not None
     return ParallelRun(
-        plans, identity, parallel, admitted, run.parallel_batch_id, point, decisions=decisions
+        ports, identity, parallel, admitted, run.parallel_batch_id, point, decisions=decisions
     )
 
 

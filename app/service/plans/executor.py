@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from app.engine import ParallelPlan, PlanProblem, RunIdentity, SequentialPlan
 from app.service.idempotency import IdempotencyClaim
-from app.service.plans.continuation import continued_run
+from app.service.plans.continuation import ContinuationPorts, continued_run
 from app.service.plans.mcp_call import McpCallRun
 from app.service.plans.runs import ParallelRun, PlanPorts, SequentialRun
 from app.service.router.executor import RouterExecutor
@@ -22,9 +22,6 @@ from app.service.runs.control import RemoteStop
 from app.service.runs.tasks import SupervisedRun
 from app.store.models import Confirmation, Run
 from app.store.models import Receipt as StoredReceipt
-
-if TYPE_CHECKING:
-    from app.service.plans.service import PlanService
 
 Args = Sequence[Mapping[str, Any]]
 
@@ -57,7 +54,7 @@ class PlanExecutor(Protocol):
 
     def continued(
         self,
-        plans: PlanService,
+        ports: ContinuationPorts,
         run: Run,
         checkpoint: Mapping[str, Any] | None,
         decided: Sequence[Confirmation],
@@ -124,13 +121,13 @@ class LocalExecutor:
 
     def continued(
         self,
-        plans: PlanService,
+        ports: ContinuationPorts,
         run: Run,
         checkpoint: Mapping[str, Any] | None,
         decided: Sequence[Confirmation],
         rows: Sequence[StoredReceipt],
     ) -> SequentialRun | ParallelRun:
-        return continued_run(plans, run, checkpoint, decided, rows)
+        return continued_run(ports, run, checkpoint, decided, rows)
 
     def sequential(
         self,
