@@ -294,10 +294,11 @@ class ModelUsage(Base):
     cost (integer nano-units, `app.foundation.money`; null when the profile declares
     no prices). `hour` and `day` are `at` truncated (UTC), the buckets usage is
     summed in. `caller` is the key's name, empty in open mode (keyset paging
-    over the grouped rows needs no NULL). Rows outlive their runs."""
+    over the grouped rows needs no NULL). Rows outlive their runs; a run's rows
+    are read by `run_id` (its totals)."""
 
     __tablename__ = "model_usage"
-    __table_args__ = (Index(None, "at"),)
+    __table_args__ = (Index(None, "at"), Index(None, "run_id"))
 
     id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
     at: Mapped[datetime]

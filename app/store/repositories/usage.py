@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, and_, func, insert, or_, select, tuple_
+from sqlalchemy import ColumnElement, Select, and_, func, insert, or_, select, tuple_
 
 from app.store.models import ModelUsage
 from app.store.repositories.base import Repository
@@ -62,18 +62,23 @@ class RunUsage:
     cost_nanos: int | None
 
 
+def run_totals_statement(run_id: str) -> Select[int, int, int, int | None]:
+    """A run's requests, tokens and cost, read by the ledger's `run_id` index."""
+    return select(
+        func.count(),
+        func.coalesce(func.sum(ModelUsage.input_tokens), 0),
+        func.coalesce(func.sum(ModelUsage.output_tokens), 0),
+        func.sum(ModelUsage.cost_nanos),
+    ).where(ModelUsage.run_id == run_id)
+
+
 class UsageRepository(Repository):
     async def add(self, row: Mapping[str, Any]) -> None:
         """One request's row; keys are `ModelUsage` column names (no id)."""
         await self.session.execute(insert(ModelUsage), [dict(row)])
 
     async def run_totals(self, run_id: str) -> RunUsage:
-        statement = select(
-            func.count(),
-            func.coalesce(func.sum(ModelUsage.input_tokens), 0),
-            func.coalesce(func.sum(ModelUsage.output_tokens), 0),
-            func.sum(ModelUsage.cost_nanos),
-        ).where(ModelUsage.run_id == run_id)
+        statement = run_totals_statement(run_id)
         requests, input_tokens, output_tokens, cost = (await self.session.execute(statement)).one()
         return RunUsage(
             int(requests),
