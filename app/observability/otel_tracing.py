@@ -22,11 +22,11 @@ from starlette.types import ASGIApp
 
 from app.engine.pipeline import CallPipeline
 from app.observability.router import ChatModel
+from app.observability.supervised_run import SupervisedRunLike
 from app.observability.traced_calls import TracedCallPipeline
 from app.observability.traced_chat import TracedChatModel
 from app.observability.traced_requests import TracingMiddleware
 from app.observability.traced_runs import TracedRun
-from app.observability.tracing import SupervisedRunLike
 
 INSTRUMENTATION_NAME = "toolloop"
 DEFAULT_SERVICE_NAME = "toolloop"

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, format_trace_id
 
 from app.observability.answer_trace_ids import with_trace_id
-from app.observability.tracing import SupervisedRunLike
+from app.observability.supervised_run import SupervisedRunLike
 
 # Run statuses that mean the run did not do what it was asked.
 FAILED_STATUSES = frozenset({"failed", "error", "interrupted"})

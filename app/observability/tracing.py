@@ -10,7 +10,9 @@ requests, runs, calls and model requests. Without an OTLP endpoint there is no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from app.observability.supervised_run import SupervisedRunLike
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -21,19 +23,6 @@ if TYPE_CHECKING:
 # Either names where spans go; the traces-only one wins (the SDK's own rule).
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 SDK_DISABLED = "OTEL_SDK_DISABLED"
-
-
-class SupervisedRunLike(Protocol):
-    """`app.service.runs.tasks.SupervisedRun`, as far as a trace needs it."""
-
-    @property
-    def run_id(self) -> str: ...
-
-    async def execute(self) -> None: ...
-
-    async def finish(self) -> Any: ...
-
-    async def stop(self, status: str) -> Any: ...
 
 
 class Tracing(Protocol):
