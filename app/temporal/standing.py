@@ -31,7 +31,8 @@ class Standing:
     def __init__(self) -> None:
         self._nudges = 0
         self._seen = 0
-        self._looks = 0
+        # The nudges the last finished look started after (a look answers those).
+        self._answered = 0
         # From the pause's start until a look found the run no longer pending.
         self._watching = False
 
@@ -52,7 +53,7 @@ class Standing:
                 await workflow.wait_condition(lambda: self._nudges > self._seen, timeout=wait)
             except TimeoutError:
                 wait = min(wait * 2, LONGEST_LOOK)
-            self._seen = self._nudges
+            seen = self._seen = self._nudges
             status: str = await workflow.execute_local_activity(
                 RUN_STANDING,
                 run_id,
@@ -60,12 +61,17 @@ class Standing:
                 start_to_close_timeout=LOOK_TIMEOUT,
                 retry_policy=LOOK_RETRIES,
             )
-            self._looks += 1
+            self._answered = seen
             if status != PENDING:
                 self._watching = False
                 return status
 
+    @property
+    def answered(self) -> bool:
+        """Whether a look that started after the latest nudge answered it."""
+        return self._answered >= self._nudges
+
     async def looked(self) -> None:
-        """After a nudge: once a look answered it (at once when no pause is watched)."""
-        asked = self._looks
-        await workflow.wait_condition(lambda: self._looks > asked or not self._watching)
+        """After a nudge: once a look that started after it answered (at once when no
+        pause is watched)."""
+        await workflow.wait_condition(lambda: self.answered or not self._watching)
