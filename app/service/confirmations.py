@@ -229,8 +229,7 @@ class ConfirmationService:
         self, session: AsyncSession, repo: RouterRunRepository, run: Run
     ) -> SupervisedRun | None:
         if run.kind == ROUTER:
-            resumed = await self.router.claim_resume(repo, run)
-            return None if resumed is None else self.router.resumed(run.id, resumed)
+            return await self.router.claim_resume(repo, run)
         executor = self.plans.executor
         instance = executor.run_instance(self.plans.instance_id)
         if await repo.count_pending(run.id) or not await repo.claim(run.id, instance):

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -46,6 +47,7 @@ from app.router.state import RouterState
 from app.router.transcript import dump as dump_transcript
 from app.router.transcript import dump_exact
 from app.router.transcript import load as load_transcript
+from app.service.confirmations import APPROVED
 from app.service.router.recorded import recorded_request
 from app.service.router.records import (
     AuditDecisions,
@@ -59,7 +61,8 @@ from app.service.runs.reads import receipt_view
 from app.service.runs.records import stored_receipts
 from app.service.runtime import Runtime
 from app.store.repositories.router_exact_state import RouterExactStateRepository
-from app.store.repositories.runs import RUNNING, RunRepository
+from app.store.repositories.router_runs import PENDING, RouterRunRepository
+from app.store.repositories.runs import INTERRUPTED, RUNNING, RunRepository
 from app.store.repositories.usage import UsageRepository
 from app.temporal.router_messages import (
     PAUSED,
@@ -88,9 +91,9 @@ class RouterActivities:
 
     @activity.defn(name=ROUTER_BEGIN)
     async def begin(self, given: RouterRunInput) -> RouterStep:
-        ended = await self._ended(given.run_id)
-        if ended is not None:
-            return RouterStep(None, ended)
+        status = await self._status(given.run_id)
+        if status != RUNNING:
+            return RouterStep(None, status)
         kit, plan, identity = self._admitted(given, resuming=False)
         state = RouterState(plan.budgets.deadline_s)
         next_seq = await self._carry_lost(given.run_id, state, 0)
@@ -101,66 +104,42 @@ class RouterActivities:
 
     @activity.defn(name=ROUTER_TURN)
     async def turn(self, given: RouterTurnInput) -> RouterStep:
-        ended = await self._ended(given.run.run_id)
-        if ended is not None:
-            return RouterStep(None, ended)
-        run_id = given.run.run_id
-        kit, plan, identity = self._admitted(given.run, resuming=True)
-        checkpoint = Checkpoint.from_json(given.checkpoint)
-        state = RouterState.load(checkpoint.state)
-        next_seq = await self._carry_lost(run_id, state, checkpoint.next_seq)
-        if activity.info().attempt > 1:
-            await self._carry_lost_usage(run_id, state)
-        conversation = await self._conversation(run_id, kit, checkpoint)
-        run = RouterRun(
-            kit,
-            plan,
-            identity,
-            self._sink(given.run),
-            state=state,
-            messages=load_transcript(conversation),
-            next_seq=next_seq,
-        )
-        run.reopen()
+        """One turn from `given.checkpoint`; the pause a lost attempt of it recorded, if one
+        did (the turn is not asked again)."""
+        opened = await self._opened(given.run.run_id, given.checkpoint)
+        if opened is not None:
+            return opened
+        run = await self._restored(given.run, given.checkpoint)
         return await self._stretch(run, run.turn)
 
     @activity.defn(name=ROUTER_RESUME)
     async def resume(self, given: RouterResumeInput) -> RouterStep:
-        """Settle the calls the run paused for with their decisions (as a local resume)."""
-        ended = await self._ended(given.run.run_id)
-        if ended is not None:
-            return RouterStep(None, ended)
+        """Settle the calls the run paused for with their decisions, read from the store
+        with the calls' kept arguments (as a local resume). The next stretch, or the
+        run's end, drops the kept arguments: until then a lost attempt can be run again."""
         run_id = given.run.run_id
-        kit, plan, identity = self._admitted(given.run, resuming=True)
-        checkpoint = Checkpoint.from_json(given.checkpoint)
-        state = RouterState.load(checkpoint.state)
-        next_seq = await self._carry_lost(run_id, state, checkpoint.next_seq)
-        if activity.info().attempt > 1:
-            await self._carry_lost_usage(run_id, state)
-        conversation = await self._conversation(run_id, kit, checkpoint)
-        run = RouterRun(
-            kit,
-            plan,
-            identity,
-            self._sink(given.run),
-            state=state,
-            messages=load_transcript(conversation),
-            next_seq=next_seq,
-            pending=checkpoint.pending,
-        )
-        run.reopen()
-        decisions = {
-            d.confirmation_id: Decision(d.confirmation_id, d.approve, d.reason, d.args)
-            for d in given.decisions
-        }
+        status = await self._status(run_id)
+        if status != RUNNING:
+            return RouterStep(None, status)
+        run = await self._restored(given.run, given.checkpoint)
+        decisions = await self._decisions(run_id, given.checkpoint)
         return await self._stretch(run, lambda: run.settle_waiting(decisions))
 
     @activity.defn(name=ROUTER_LOST)
-    async def lost(self, given: RouterLostInput) -> None:
-        """End the run `given.status` from its stored receipts (no stretch is running)."""
+    async def lost(self, given: RouterLostInput) -> RouterStep:
+        """End the run `given.status` from its stored receipts (no stretch is running);
+        or, when the lost stretch had recorded a pause, that pause: the run waits for
+        its decisions rather than ending."""
         run_id = given.run.run_id
-        if await self._ended(run_id) is not None:
-            return
+        status = await self._status(run_id)
+        if status not in (RUNNING, PENDING):
+            return RouterStep(None, status)
+        # A cancelled run's pause stays as it is: `cancel_paused` ends a waiting run.
+        if status == PENDING or given.status == INTERRUPTED:
+            async with self._runtime.sessions.begin() as session:
+                paused = await _recorded_pause(session, run_id, given.checkpoint)
+            if paused is not None:
+                return paused
         runtime = self._runtime
         self._sink(given.run).record("router.run_stopped", {"status": given.status})
         await runtime.writer.flush()
@@ -177,6 +156,42 @@ class RouterActivities:
             runtime.sessions, run_id, status=given.status, outcome=outcome, call_count=len(rows)
         )
         await self._forget_exact_state(run_id)
+        return RouterStep(None, given.status)
+
+    async def _restored(self, given: RouterRunInput, data: dict[str, Any]) -> RouterRun:
+        """The run as the checkpoint `data` left it, opened for a stretch: what a lost
+        attempt of the stretch committed (receipts, model requests) counted in."""
+        run_id = given.run_id
+        kit, plan, identity = self._admitted(given, resuming=True)
+        checkpoint = Checkpoint.from_json(data)
+        state = RouterState.load(checkpoint.state)
+        next_seq = await self._carry_lost(run_id, state, checkpoint.next_seq)
+        if activity.info().attempt > 1:
+            await self._carry_lost_usage(run_id, state)
+        conversation = await self._conversation(run_id, kit, checkpoint)
+        run = RouterRun(
+            kit,
+            plan,
+            identity,
+            self._sink(given),
+            state=state,
+            messages=load_transcript(conversation),
+            next_seq=next_seq,
+            pending=checkpoint.pending,
+        )
+        run.reopen()
+        return run
+
+    async def _decisions(self, run_id: str, pause: dict[str, Any]) -> dict[str, Decision]:
+        """The decisions on the pause's calls, with the arguments the store kept for them."""
+        waiting = {entry["confirmation_id"] for entry in Checkpoint.from_json(pause).pending}
+        async with self._runtime.sessions() as session:
+            rows = await RouterRunRepository(session).confirmations(run_id)
+        return {
+            row.id: Decision(row.id, row.status == APPROVED, row.reason or "", row.args)
+            for row in rows
+            if row.id in waiting and row.status != PENDING
+        }
 
     async def _stretch(
         self, run: RouterRun, step: Callable[[], Awaitable[LoopResult | None]]
@@ -315,16 +330,28 @@ class RouterActivities:
         async with self._runtime.sessions.begin() as session:
             await RouterExactStateRepository(session).forget(run_id)
 
-    async def _ended(self, run_id: str) -> str | None:
-        """The run's status once it ended (a lost worker recorded it); None while running."""
+    async def _status(self, run_id: str) -> str:
+        """The run's status (once it ended, its exact state is forgotten: a lost worker
+        may have ended it before)."""
         async with self._runtime.sessions() as session:
             run = await RunRepository(session).get(run_id)
         if run is None:
             raise ApplicationError(f"run {run_id} is not recorded", non_retryable=True)
-        if run.status == RUNNING:
-            return None
-        await self._forget_exact_state(run_id)  # a lost worker may have ended it before
+        if run.status not in (RUNNING, PENDING):
+            await self._forget_exact_state(run_id)
         return run.status
+
+    async def _opened(self, run_id: str, since: dict[str, Any]) -> RouterStep | None:
+        """How a turn from `since` finds the run: None when it goes on; the pause a lost
+        attempt of the turn recorded (decided since or not); or the run's end."""
+        async with self._runtime.sessions.begin() as session:
+            run = await RunRepository(session).get(run_id)
+            if run is None:
+                raise ApplicationError(f"run {run_id} is not recorded", non_retryable=True)
+            if run.status in (RUNNING, PENDING):
+                return await _recorded_pause(session, run_id, since)
+        await self._forget_exact_state(run_id)
+        return RouterStep(None, run.status)
 
     @contextmanager
     def _heartbeats(self) -> Iterator[None]:
@@ -339,3 +366,20 @@ class RouterActivities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(self._heartbeat_every_s)
+
+
+async def _recorded_pause(
+    session: AsyncSession, run_id: str, since: dict[str, Any] | None
+) -> RouterStep | None:
+    """The pause recorded after the checkpoint `since` (by a stretch that went on from
+    it and was lost), decided since or not; None when there is none. A pause recorded
+    before `since` was settled: its checkpoint and kept arguments are dropped."""
+    repo = RouterRunRepository(session)
+    stored = await repo.checkpoint(run_id)
+    if stored is None:
+        return None
+    # The conversation only grows: a later pause's is longer than the one it went on from.
+    if since is None or len(stored["transcript"]) > len(since["transcript"]):
+        return RouterStep(stored, PAUSED)
+    await repo.release(run_id)
+    return None

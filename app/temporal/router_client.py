@@ -9,7 +9,6 @@ interrupts it: the workflow's activities record its end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -22,7 +21,6 @@ from temporalio.service import RPCError
 
 from app.contract import Contract, Effect
 from app.engine import PlanProblem, RunIdentity
-from app.router.pause import Decision
 from app.router.request_checks import RunPlan
 from app.service.router.records import receipt_from_store
 from app.service.runs.records import stored_receipts
@@ -31,7 +29,7 @@ from app.settings import Settings
 from app.store.repositories.runs import ORCHESTRATED, RunRepository
 from app.temporal.confirmation_messages import RESUME, SETTLED
 from app.temporal.handles import RUNNING, ExecutorUnavailable, cancel_workflow, workflow_id
-from app.temporal.router_messages import PAUSED, ROUTER_WORKFLOW, RouterDecision, RouterRunInput
+from app.temporal.router_messages import PAUSED, ROUTER_WORKFLOW, RouterRunInput
 from app.temporal.updates import settlement
 
 # What one stretch may take beyond the run's own deadline (its bookkeeping).
@@ -56,22 +54,13 @@ class TemporalRouterExecutor:
         return []
 
     def resumed_run(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        run_id: str,
-        decisions: Mapping[str, Decision],
+        self, sessions: async_sessionmaker[AsyncSession], run_id: str
     ) -> TemporalRouterRun:
-        """The paused run's workflow, given the decisions (`RESUME`) with the calls'
-        exact arguments: an approved call runs with them, a rejected one's `denied`
-        receipt fingerprints them."""
-        decided = [
-            RouterDecision(
-                d.confirmation_id, d.approve, d.reason, None if d.args is None else dict(d.args)
-            )
-            for d in decisions.values()
-        ]
+        """The paused run's workflow, nudged to look at its decisions (`RESUME`): its next
+        stretch reads them from the store with the calls' exact arguments, so they never
+        enter Temporal's history."""
         return TemporalRouterRun(
-            self._client, self._task_queue, sessions, run_id, None, decided=decided
+            self._client, self._task_queue, sessions, run_id, None, resumed=True
         )
 
     async def stop_waiting(self, run_id: str) -> None:
@@ -119,18 +108,18 @@ class TemporalRouterRun:
         run_id: str,
         given: RouterRunInput | None,
         *,
-        decided: list[RouterDecision] | None = None,
+        resumed: bool = False,
         may_pause: bool = True,
     ) -> None:
-        """`given`: the run to start; None with `decided`: the decisions its waiting
-        workflow goes on with. `may_pause`: a tool the run may call waits for a
+        """`given`: the run to start; None with `resumed`: its waiting workflow goes on
+        (the run's pause was decided). `may_pause`: a tool the run may call waits for a
         confirmation; when none does, the run's end is all there is to wait for."""
         self._client = client
         self._task_queue = task_queue
         self._sessions = sessions
         self._run_id = run_id
         self._input = given
-        self._decided = decided
+        self._resumed = resumed
         self._may_pause = may_pause
 
     @property
@@ -143,8 +132,8 @@ class TemporalRouterRun:
             handle = self._client.get_workflow_handle(workflow_id(self.run_id), result_type=str)
         else:
             handle = await self._start(self._input)
-        if self._decided is not None:
-            settled = await settlement(handle, RESUME, self._decided)
+        if self._resumed:
+            settled = await settlement(handle, RESUME)
         elif self._may_pause:
             settled = await settlement(handle, SETTLED)
         else:

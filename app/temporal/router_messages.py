@@ -20,6 +20,8 @@ ROUTER_LOST = "toolloop.router_lost"
 ROUTER_RESUME = "toolloop.router_resume"
 # A stretch's status when the run paused for confirmations (its checkpoint: the pause's).
 PAUSED = "pending"
+# The run's status once the last decision on its pause was committed.
+RUNNING = "running"
 
 
 @dataclass
@@ -45,28 +47,19 @@ class RouterTurnInput:
 
 
 @dataclass
-class RouterDecision:
-    """A decided confirmation (`router.pause.Decision`): the call's exact arguments
-    travel with it, as a plan's calls' arguments do."""
-
-    confirmation_id: str
-    approve: bool
-    reason: str
-    args: dict[str, Any] | None
-
-
-@dataclass
 class RouterResumeInput:
+    """The run's pause was decided: the decisions and the calls' exact arguments are
+    read from the store (its confirmations), never carried here."""
+
     run: RouterRunInput
-    # The pause's checkpoint (`Checkpoint.to_json()`, redacted) and the decisions on it.
+    # The pause's checkpoint (`Checkpoint.to_json()`, redacted).
     checkpoint: dict[str, Any]
-    decisions: list[RouterDecision]
 
 
 @dataclass
 class RouterStep:
     """A stretch's end: the checkpoint to go on from, or the run's final status; both
-    when the run paused for confirmations (status `PAUSED`)."""
+    when the run paused for confirmations (status `PAUSED`, the pause's checkpoint)."""
 
     checkpoint: dict[str, Any] | None
     status: str | None

@@ -10,7 +10,9 @@ again on another worker when the run's tools allow (`RouterRunInput.rerunnable`)
 otherwise, or once those attempts are spent, the run ends `interrupted`. A
 cancelled workflow cancels the stretch in flight (its calls end `cancelled`)
 and ends the run `cancelled`. A stretch that paused the run for confirmations
-is followed, once they are decided, by one that settles them (`router_pauses`).
+is followed, once the store says they were decided, by one that settles them
+(`router_pauses`); a stretch lost after it recorded the pause leaves the run
+waiting there, not ended.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ROUTER_RESUME,
         ROUTER_TURN,
         ROUTER_WORKFLOW,
-        RouterDecision,
+        RUNNING,
         RouterLostInput,
         RouterResumeInput,
         RouterRunInput,
@@ -57,32 +59,44 @@ class RouterWorkflow:
     @workflow.run
     async def run(self, given: RouterRunInput) -> str:
         checkpoint: dict[str, Any] | None = None
+        activity, name = ROUTER_BEGIN, "begin"
+        arg: object = given
+        turn = resumes = 0
         try:
-            step = await _stretch(ROUTER_BEGIN, given, given, "begin")
-            turn = resumes = 0
-            while step.checkpoint is not None:
+            while True:
+                try:
+                    step = await _stretch(activity, given, arg, name)
+                except ActivityError as exc:
+                    if isinstance(exc.cause, CancelledError):
+                        raise
+                    step = await _lost(given, "interrupted", _why_lost(exc), checkpoint)
+                    if step.status != PAUSED:
+                        assert step.status is not None
+                        return await self._end(step.status)
+                if step.checkpoint is None:
+                    break
                 checkpoint = step.checkpoint
                 if step.status == PAUSED:
-                    decisions = await self._pauses.decisions()
+                    status = await self._pauses.decided(given.run_id)
+                    if status != RUNNING:  # closed while it waited: the store says how
+                        return await self._end(status)
                     resumes += 1
-                    resumed = RouterResumeInput(given, checkpoint, decisions)
-                    step = await _stretch(ROUTER_RESUME, given, resumed, f"resume{resumes}")
+                    activity, arg = ROUTER_RESUME, RouterResumeInput(given, checkpoint)
+                    name = f"resume{resumes}"
                     continue
                 turn += 1
-                step = await _stretch(
-                    ROUTER_TURN, given, RouterTurnInput(given, checkpoint), f"turn{turn}"
-                )
+                activity, arg = ROUTER_TURN, RouterTurnInput(given, checkpoint)
+                name = f"turn{turn}"
         except asyncio.CancelledError:
             await _lost(given, "cancelled", "the run was cancelled", checkpoint)
             await self._end("cancelled")
             raise
         except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
-                await _lost(given, "cancelled", "the run was cancelled", checkpoint)
-                await self._end("cancelled")
-                raise asyncio.CancelledError() from exc
-            await _lost(given, "interrupted", _why_lost(exc), checkpoint)
-            return await self._end("interrupted")
+            if not isinstance(exc.cause, CancelledError):
+                raise
+            await _lost(given, "cancelled", "the run was cancelled", checkpoint)
+            await self._end("cancelled")
+            raise asyncio.CancelledError() from exc
         assert step.status is not None
         return await self._end(step.status)
 
@@ -92,9 +106,9 @@ class RouterWorkflow:
         return await self._pauses.settled()
 
     @workflow.update(name=RESUME)
-    async def resume(self, decisions: list[RouterDecision]) -> Settlement:
-        """The decisions on every call the run waits for (they are in the store too)."""
-        return await self._pauses.resume(decisions)
+    async def resume(self) -> Settlement:
+        """A decision left nothing pending (it is in the store): look now."""
+        return await self._pauses.resume()
 
     async def _end(self, status: str) -> str:
         self._pauses.end(status)
@@ -131,10 +145,14 @@ def _why_lost(exc: ActivityError) -> str:
 
 async def _lost(
     run: RouterRunInput, status: str, reason: str, checkpoint: dict[str, Any] | None
-) -> None:
-    await workflow.execute_activity(
+) -> RouterStep:
+    """The run's end (`status`, or the one it had already); or, when the lost stretch had
+    paused it, the pause to wait in."""
+    step: RouterStep = await workflow.execute_activity(
         ROUTER_LOST,
         RouterLostInput(run, status, reason, checkpoint),
+        result_type=RouterStep,
         start_to_close_timeout=LOST_TIMEOUT,
         retry_policy=LOST_RETRIES,
     )
+    return step

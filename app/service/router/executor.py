@@ -7,13 +7,11 @@ where the service is wired, with the plans' executor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.engine import PlanProblem, RunIdentity
-from app.router.pause import Decision
 from app.router.request_checks import RunPlan
 from app.service.runs.tasks import SupervisedRun
 
@@ -32,13 +30,11 @@ class RouterExecutor(Protocol):
         identity: RunIdentity,
     ) -> SupervisedRun: ...
 
-    def resumed_run(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        run_id: str,
-        decisions: Mapping[str, Decision],
-    ) -> SupervisedRun:
-        """The run that waited for confirmations, going on with their `decisions`."""
+    def resumed_run(self, sessions: async_sessionmaker[AsyncSession], run_id: str) -> SupervisedRun:
+        """The run that waited for confirmations, going on now that every one is decided.
+        The decisions, and the calls' arguments kept with them, stay in the store: the
+        executor reads them there, and drops the kept arguments once the run no longer
+        needs them."""
 
     async def stop_waiting(self, run_id: str) -> None:
         """End the executor's part of a run that ended while it waited for confirmations."""

@@ -254,9 +254,10 @@ class RouterService:
         """Write what the rejection audit still holds (the service is closing)."""
         self.rejections.close()
 
-    async def claim_resume(self, repo: RouterRunRepository, run: Run) -> _Resume | None:
-        """Once no call waits any more: the run moved to `running` here, and what its
-        resume needs (its kept arguments then dropped); None otherwise."""
+    async def claim_resume(self, repo: RouterRunRepository, run: Run) -> SupervisedRun | None:
+        """Once no call waits any more: the run, moved to `running` here, going on; None
+        otherwise. An executor's run reads the decisions from the store itself; a local
+        one is given them, and the kept arguments are dropped here."""
         run_id = run.id
         instance = (
             self.instance_id
@@ -265,13 +266,15 @@ class RouterService:
         )
         if await repo.count_pending(run_id) or not await repo.claim(run_id, instance):
             return None
+        if self.executor is not None:
+            return self.executor.resumed_run(self.sessions, run_id)
         checkpoint = await repo.checkpoint(run_id)
         decisions = {
             c.id: Decision(c.id, c.status == "approved", c.reason or "", c.args)
             for c in await repo.confirmations(run_id)
         }
         await repo.release(run_id)
-        return _Resume(checkpoint or {}, decisions, run.caller, run.outcome)
+        return self._resumed(run_id, _Resume(checkpoint or {}, decisions, run.caller, run.outcome))
 
     async def close_paused(
         self,
@@ -303,9 +306,7 @@ class RouterService:
         await repo.release(run.id)
         return refused
 
-    def resumed(self, run_id: str, resume: _Resume) -> SupervisedRun:
-        if self.executor is not None:
-            return self.executor.resumed_run(self.sessions, run_id, resume.decisions)
+    def _resumed(self, run_id: str, resume: _Resume) -> RouterTask:
         sink = AuditDecisions(self.writer, run_id, resume.caller)
 
         def prepare() -> RouterRun | str:
