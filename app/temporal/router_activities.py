@@ -19,7 +19,9 @@ state, and the engine numbers the new calls after them; the model requests it
 made count against the budgets (the usage ledger holds each one). A run that
 may call a `non_idempotent` tool is not run again: the calls of such tools its
 lost stretch started (kept before each started, `StartsKeptEngine`) get
-`outcome_unknown` receipts when the run ends `interrupted`.
+`outcome_unknown` receipts when the run ends `interrupted`. A stretch whose lost
+attempt had recorded a pause does not run again: the pause stands (decided since or
+not), and the workflow waits for its decisions, whether the run may run again or not.
 """
 
 from __future__ import annotations
