@@ -17,6 +17,7 @@ status it was closed with.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -63,10 +64,10 @@ BOOKKEEPING_TIMEOUT = timedelta(seconds=60)
 BOOKKEEPING_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
 # Lanes that start in one workflow activation at most: scheduling a thousand
 # activities at once outlasts the SDK's deadlock detector (2 s) on a loaded host,
-# and a workflow it stops cannot be evicted. The next wave starts after a timer,
-# in the next activation.
+# and a workflow it stops cannot be evicted. The next wave starts once a lane's
+# call has answered, which only a later activation can bring; not after a timer,
+# which Temporal fires about a second late however short it is.
 LANES_PER_ACTIVATION = 100
-WAVE_PAUSE = timedelta(milliseconds=1)
 
 
 # Outside the SDK's sandbox: this module does nothing but order activities (no clock, no
@@ -76,12 +77,14 @@ WAVE_PAUSE = timedelta(milliseconds=1)
 class PlanWorkflow:
     def __init__(self) -> None:
         self._waits = Waits()
+        # Calls answered and chains ended: what lets the next wave of lanes start.
+        self._progress = 0
 
     @workflow.run
     async def run(self, plan: PlanInput) -> PlanResult:
         lanes = asyncio.Semaphore(plan.max_concurrency)
         waves = [asyncio.Event() for _ in range(0, len(plan.chains), LANES_PER_ACTIVATION)]
-        releasing = asyncio.create_task(_release_in_turn(waves))
+        releasing = asyncio.create_task(self._release_in_turn(waves))
         self._waits.begin(len(plan.chains))
         chains = asyncio.gather(
             *(
@@ -128,6 +131,7 @@ class PlanWorkflow:
             statuses: list[str] = []
             for index, call in enumerate(chain.calls):
                 result = await self._call(plan, chain.item_key, call)
+                self._progress += 1
                 while result.waiting is not None:
                     lanes.release()
                     holds_lane = False
@@ -148,7 +152,19 @@ class PlanWorkflow:
         finally:
             if holds_lane:
                 lanes.release()
+            self._progress += 1
             self._waits.finished()
+
+    async def _release_in_turn(self, waves: list[asyncio.Event]) -> None:
+        """Let the first wave of lanes start at once, each next one once a call (or a
+        chain) of those started has ended: in a later activation than the wave before."""
+        for index, wave in enumerate(waves):
+            if index:
+                await workflow.wait_condition(self._progressed_since(self._progress))
+            wave.set()
+
+    def _progressed_since(self, seen: int) -> Callable[[], bool]:
+        return lambda: self._progress > seen
 
     async def _pause(self, plan: PlanInput, calls: list[PausedCall]) -> None:
         run = plan.run
@@ -210,11 +226,3 @@ async def _bookkeeping(activity: str, given: object, result_type: type | None = 
         start_to_close_timeout=BOOKKEEPING_TIMEOUT,
         retry_policy=BOOKKEEPING_RETRIES,
     )
-
-
-async def _release_in_turn(waves: list[asyncio.Event]) -> None:
-    """Let the first wave of lanes start at once, each next one a workflow task later."""
-    for index, wave in enumerate(waves):
-        if index:
-            await workflow.sleep(WAVE_PAUSE)
-        wave.set()

@@ -85,6 +85,19 @@ class Stack:
 
         return asyncio.run(status())
 
+    def workflow_events(self, run_id: str) -> list[Any]:
+        """The run's workflow's history events (`temporalio.api.history.v1.HistoryEvent`)."""
+        from temporalio.client import Client
+
+        from app.temporal.handles import workflow_id
+
+        async def events() -> list[Any]:
+            client = await Client.connect(self.env["TOOLLOOP_TEMPORAL_ADDRESS"])
+            history = await client.get_workflow_handle(workflow_id(run_id)).fetch_history()
+            return list(history.events)
+
+        return asyncio.run(events())
+
     def close(self) -> None:
         """SIGTERM every process first, then wait for each: their graceful stops overlap."""
         processes = [worker.process for worker in self.workers]

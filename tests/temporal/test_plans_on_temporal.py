@@ -4,6 +4,7 @@ one `toolloop worker` runs every call; the receipts are the local executor's."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from app.settings import Settings
+from app.temporal.workflows import LANES_PER_ACTIVATION
 from tests.support.app import AppFactory
 from tests.support.waiting import wait_for_sync
 from tests.temporal.conftest import Stack, open_stack
@@ -266,3 +268,34 @@ def test_a_plan_of_hundreds_of_lanes_at_once_ends_with_one_receipt_per_call(
     run = stack.ended_run(body["plan_id"])
     assert run["status"] == "failed"
     assert run["receipt_count"] == LARGE_LANES + 1
+
+
+def test_a_plans_lanes_start_in_waves_one_activation_after_another_without_a_timer(
+    stack: Stack,
+) -> None:
+    count = 2 * LANES_PER_ACTIVATION + 10
+    lanes = [
+        {
+            "item_key": f"lane-{index}",
+            "calls": [{"call_key": "1", "tool": "echo", "args": {"text": "x"}}],
+        }
+        for index in range(count)
+    ]
+    plan = {"owner": "tester", "max_concurrency": count, "lanes": lanes}
+
+    response = stack.post("/plans/parallel", plan)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "succeeded"
+    events = stack.workflow_events(response.json()["plan_id"])
+    kinds = [event.WhichOneof("attributes") for event in events]
+    # A timer would hold the next wave for about a second, however short it is.
+    assert "timer_started_event_attributes" not in kinds
+    scheduled_by = Counter(
+        event.activity_task_scheduled_event_attributes.workflow_task_completed_event_id
+        for event in events
+        if event.WhichOneof("attributes") == "activity_task_scheduled_event_attributes"
+    )
+    assert sum(scheduled_by.values()) == count
+    assert len(scheduled_by) >= 3
+    assert max(scheduled_by.values()) <= LANES_PER_ACTIVATION
