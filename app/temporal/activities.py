@@ -201,10 +201,12 @@ class PlanActivities:
         return rows[0] if rows else None
 
     async def _heartbeat(self) -> None:
-        """Tell Temporal this worker still runs the call (and learn of a cancel)."""
+        """Tell Temporal this worker still runs the call (and learn of a cancel), once a
+        period has passed and every period after: a call that ends sooner sends none,
+        and Temporal is asked one request less per call."""
         while True:
-            activity.heartbeat()
             await asyncio.sleep(self._heartbeat_every_s)
+            activity.heartbeat()
 
 
 def first_dispatch_seq(run: RunRef, seq: int) -> int:
