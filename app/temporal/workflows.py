@@ -66,7 +66,9 @@ BOOKKEEPING_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
 # activities at once outlasts the SDK's deadlock detector (2 s) on a loaded host,
 # and a workflow it stops cannot be evicted. The next wave starts once a lane's
 # call has answered, which only a later activation can bring; not after a timer,
-# which Temporal fires about a second late however short it is.
+# which Temporal fires about a second late however short it is. It waits, too,
+# until fewer than a wave's calls are in flight: with hundreds more answering while
+# one workflow task runs, Temporal fails that task and the worker replays the run.
 LANES_PER_ACTIVATION = 100
 
 
@@ -77,8 +79,10 @@ LANES_PER_ACTIVATION = 100
 class PlanWorkflow:
     def __init__(self) -> None:
         self._waits = Waits()
-        # Calls answered and chains ended: what lets the next wave of lanes start.
+        # Calls answered and chains ended, and calls in flight: what lets the next
+        # wave of lanes start.
         self._progress = 0
+        self._in_flight = 0
 
     @workflow.run
     async def run(self, plan: PlanInput) -> PlanResult:
@@ -157,14 +161,15 @@ class PlanWorkflow:
 
     async def _release_in_turn(self, waves: list[asyncio.Event]) -> None:
         """Let the first wave of lanes start at once, each next one once a call (or a
-        chain) of those started has ended: in a later activation than the wave before."""
+        chain) of those started has ended, in a later activation than the wave before,
+        and fewer than a wave's calls are in flight."""
         for index, wave in enumerate(waves):
             if index:
                 await workflow.wait_condition(self._progressed_since(self._progress))
             wave.set()
 
     def _progressed_since(self, seen: int) -> Callable[[], bool]:
-        return lambda: self._progress > seen
+        return lambda: self._progress > seen and self._in_flight < LANES_PER_ACTIVATION
 
     async def _pause(self, plan: PlanInput, calls: list[PausedCall]) -> None:
         run = plan.run
@@ -184,6 +189,7 @@ class PlanWorkflow:
             # The wait for decisions does not count against the plan's deadline.
             run = replace(run, deadline_at=run.deadline_at + self._waits.waited_s)
         given = CallInput(run, item_key, call)
+        self._in_flight += 1
         try:
             result: CallResult = await workflow.execute_activity(
                 RUN_CALL,
@@ -202,6 +208,8 @@ class PlanWorkflow:
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise asyncio.CancelledError() from exc
+        finally:
+            self._in_flight -= 1
         lost: CallResult = await _bookkeeping(RECORD_LOST_CALL, given, CallResult)
         return lost
 

@@ -270,10 +270,10 @@ def test_a_plan_of_hundreds_of_lanes_at_once_ends_with_one_receipt_per_call(
     assert run["receipt_count"] == LARGE_LANES + 1
 
 
-def test_a_plans_lanes_start_in_waves_one_activation_after_another_without_a_timer(
+def test_a_plans_lanes_start_in_waves_without_a_timer_and_two_waves_at_most_in_flight(
     stack: Stack,
 ) -> None:
-    count = 2 * LANES_PER_ACTIVATION + 10
+    count = 3 * LANES_PER_ACTIVATION
     lanes = [
         {
             "item_key": f"lane-{index}",
@@ -299,3 +299,20 @@ def test_a_plans_lanes_start_in_waves_one_activation_after_another_without_a_tim
     assert sum(scheduled_by.values()) == count
     assert len(scheduled_by) >= 3
     assert max(scheduled_by.values()) <= LANES_PER_ACTIVATION
+    assert _most_calls_in_flight(events) < 2 * LANES_PER_ACTIVATION
+
+
+def _most_calls_in_flight(events: list[Any]) -> int:
+    """The most activities scheduled and not yet ended, over the history."""
+    in_flight = most = 0
+    for event in events:
+        kind = event.WhichOneof("attributes")
+        if kind == "activity_task_scheduled_event_attributes":
+            in_flight += 1
+            most = max(most, in_flight)
+        elif kind in (
+            "activity_task_completed_event_attributes",
+            "activity_task_failed_event_attributes",
+        ):
+            in_flight -= 1
+    return most
