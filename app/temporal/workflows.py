@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -65,11 +66,13 @@ BOOKKEEPING_RETRIES = RetryPolicy(initial_interval=timedelta(milliseconds=200))
 # Lanes that start in one workflow activation at most: scheduling a thousand
 # activities at once outlasts the SDK's deadlock detector (2 s) on a loaded host,
 # and a workflow it stops cannot be evicted. The next wave starts once a lane's
-# call has answered, which only a later activation can bring; not after a timer,
-# which Temporal fires about a second late however short it is. It waits, too,
-# until fewer than a wave's calls are in flight: with hundreds more answering while
-# one workflow task runs, Temporal fails that task and the worker replays the run.
+# call has answered, which only a later activation can bring, and fewer than a
+# wave's calls are in flight (with hundreds more answering while one workflow task
+# runs, Temporal fails that task and the worker replays the run). A timer is only
+# the fallback for waves whose calls all run long: Temporal fires it about a
+# second late however short it is.
 LANES_PER_ACTIVATION = 100
+WAVE_AT_LATEST = timedelta(seconds=2)
 
 
 # Outside the SDK's sandbox: this module does nothing but order activities (no clock, no
@@ -162,10 +165,15 @@ class PlanWorkflow:
     async def _release_in_turn(self, waves: list[asyncio.Event]) -> None:
         """Let the first wave of lanes start at once, each next one once a call (or a
         chain) of those started has ended, in a later activation than the wave before,
-        and fewer than a wave's calls are in flight."""
+        and fewer than a wave's calls are in flight; or `WAVE_AT_LATEST` after the wave
+        before, so lanes whose calls all run long still start up to the plan's
+        `max_concurrency`."""
         for index, wave in enumerate(waves):
             if index:
-                await workflow.wait_condition(self._progressed_since(self._progress))
+                with suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        self._progressed_since(self._progress), timeout=WAVE_AT_LATEST
+                    )
             wave.set()
 
     def _progressed_since(self, seen: int) -> Callable[[], bool]:
