@@ -22,6 +22,7 @@ from app.api.problems import (
 )
 from app.engine.preflight import PlanProblem
 from app.service import errors as e
+from app.temporal.handles import ExecutorUnavailable
 
 SAMPLES: list[e.ServiceError] = [
     e.InvalidRequest("The request is invalid.", errors=[e.ProblemItem("/a", "bad")]),
@@ -50,6 +51,7 @@ SAMPLES: list[e.ServiceError] = [
     e.RouterUnavailable(["/etc/secret/profiles.yaml: missing"]),
     e.CancelUnconfirmed("r1", 10.0),
     e.StorageUnavailable("(psycopg) connection to 10.1.2.3:5432 refused"),
+    ExecutorUnavailable("Failed client connect: 10.1.2.3:7233 refused"),
     Unauthorized("The API key is not valid.", challenge='Bearer error="invalid_token"'),
     InsufficientScope("This API key lacks the 'admin' scope.", challenge="Bearer"),
     PayloadTooLarge("The request body exceeds the limit of 10 bytes."),
