@@ -3,7 +3,6 @@ already is one indexed row of the run, never the run's receipts."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,27 +12,21 @@ import pytest
 from sqlalchemy import event
 from temporalio.testing import ActivityEnvironment
 
-from app.contract import load_contract
-from app.service.runs.records import record_run_start, stored_receipts
-from app.service.runtime import Runtime, open_runtime
+from app.service.runs.records import stored_receipts
+from app.service.runtime import Runtime
 from app.store.models import Receipt
 from app.store.repositories.runs import RunRepository
 from app.temporal.activities import PlanActivities
 from app.temporal.messages import CallInput, CallSpec, EndInput, RunRef
-from tests.support.app import AppFactory
-from tests.temporal.registry import REGISTRY
+from tests.temporal.activity_runs import activity_runtime, started_run
 
 PLANNED = 5
 
 
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    settings = AppFactory(f"sqlite+aiosqlite:///{tmp_path / 'calls.db'}", tmp_path).settings(
-        REGISTRY
-    )
-    opened = await open_runtime(settings, load_contract(settings.registries))
-    yield opened
-    await opened.aclose()
+    async with activity_runtime(tmp_path) as opened:
+        yield opened
 
 
 @contextmanager
@@ -51,28 +44,6 @@ def receipts_loaded() -> Iterator[list[int]]:
         event.remove(Receipt, "load", on_load)
 
 
-async def _started_run(runtime: Runtime) -> RunRef:
-    run = RunRef(
-        run_id=uuid.uuid4().hex,
-        owner="tester",
-        caller=None,
-        contract_hash=runtime.engine.contract.hash,
-        kind="sequential",
-        context={},
-        planned_calls=PLANNED,
-    )
-    await record_run_start(
-        runtime.sessions,
-        run_id=run.run_id,
-        kind=run.kind,
-        owner=run.owner,
-        contract_hash=run.contract_hash,
-        instance_id="orchestrated",
-        caller=None,
-    )
-    return run
-
-
 def _call(run: RunRef, seq: int) -> CallInput:
     spec = CallSpec(seq, f"c{seq}", "echo", {"text": str(seq)}, True, 60.0)
     return CallInput(run, None, spec)
@@ -81,7 +52,7 @@ def _call(run: RunRef, seq: int) -> CallInput:
 async def test_a_committed_call_is_answered_from_its_own_row_alone(runtime: Runtime) -> None:
     activities = PlanActivities(runtime, heartbeat_every_s=1.0)
     environment = ActivityEnvironment()
-    run = await _started_run(runtime)
+    run = await started_run(runtime, PLANNED)
     first = [await environment.run(activities.run_call, _call(run, seq)) for seq in range(4)]
 
     with receipts_loaded() as loaded:
@@ -103,7 +74,7 @@ async def test_a_committed_call_is_answered_from_its_own_row_alone(runtime: Runt
 async def test_the_runs_end_counts_the_plans_own_calls(runtime: Runtime) -> None:
     activities = PlanActivities(runtime, heartbeat_every_s=1.0)
     environment = ActivityEnvironment()
-    run = await _started_run(runtime)
+    run = await started_run(runtime, PLANNED)
     for seq in range(3):
         await environment.run(activities.run_call, _call(run, seq))
 

@@ -15,13 +15,13 @@ import pytest
 
 from tests.live_server import ServerProcess
 from tests.router.http_support import OUTCOME_KEYS
-from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml, serve
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 from tests.support.waiting import wait_for_sync
-from tests.temporal.conftest import Stack, open_stack
+from tests.temporal.conftest import Stack
+from tests.temporal.router_stack import open_router_stack, router_ended, scripted, served_model
 
 pytestmark = pytest.mark.postgres
 
-ROUTER_ENDED = ("done", "incomplete", "error", "cancelled", "interrupted")
 # Keys of the read API's receipt view that a router response's receipts do not have.
 STORE_ONLY = {
     "run_id",
@@ -36,27 +36,19 @@ STORE_ONLY = {
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[tuple[FakeLLM, str]]:
-    fake = FakeLLM()
-    with serve(fake) as base_url:
-        yield fake, base_url
+    yield from served_model()
 
 
 @pytest.fixture(scope="module")
 def stack(stack_env: tuple[Path, dict[str, str]], model: tuple[FakeLLM, str]) -> Iterator[Stack]:
-    workdir, env = stack_env
-    profiles = workdir / "profiles.yml"
-    profiles.write_text(profiles_yaml(model[1]))
-    env = {**env, "TOOLLOOP_PROFILES": str(profiles), "TOOLLOOP_LLM_MAX_ATTEMPTS": "1"}
-    stack = open_stack(workdir, env, workers=2)
+    stack = open_router_stack(*stack_env, model[1])
     yield stack
     stack.close()
 
 
 @pytest.fixture
 def fake(model: tuple[FakeLLM, str]) -> Iterator[FakeLLM]:
-    fake = model[0]
-    yield fake
-    assert fake.remaining == 0, "the run did not ask for every scripted reply"
+    yield from scripted(model[0])
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
@@ -68,14 +60,6 @@ def _body(**overrides: Any) -> dict[str, Any]:
         "final_profile": "final-local",
         "allowed_tools": ["echo", "gate"],
     } | overrides
-
-
-def _ended(stack: Stack, run_id: str) -> dict[str, Any]:
-    def ended() -> dict[str, Any] | None:
-        view: dict[str, Any] = stack.get(f"/runs/{run_id}").json()
-        return view if view["status"] in ROUTER_ENDED else None
-
-    return wait_for_sync(ended, f"router run {run_id} ended", bound_s=120, every_s=0.1)
 
 
 def test_a_router_run_ends_done_with_its_receipts(stack: Stack, fake: FakeLLM) -> None:
@@ -220,7 +204,7 @@ def test_a_run_waits_for_a_confirmation_and_an_approval_runs_the_call(
     decided = _decide(stack, body, approve=True)
 
     assert decided.status_code == 202, decided.text
-    view = _ended(stack, body["run_id"])
+    view = router_ended(stack, body["run_id"])
     assert view["status"] == "done"
     (receipt,) = stack.receipts(body["run_id"])
     assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
@@ -235,7 +219,7 @@ def test_a_rejected_call_of_a_router_run_is_denied(stack: Stack, fake: FakeLLM) 
     decided = _decide(stack, body, approve=False)
 
     assert decided.status_code == 202, decided.text
-    assert _ended(stack, body["run_id"])["status"] == "done"
+    assert router_ended(stack, body["run_id"])["status"] == "done"
     (receipt,) = stack.receipts(body["run_id"])
     assert receipt["status"] == "denied"
     assert receipt["error"]["kind"] == "confirmation"
@@ -268,7 +252,7 @@ def test_a_run_whose_worker_is_killed_mid_turn_completes_on_another(
     stack.workers.remove(worker)
     (stack.marks / "router-turn.release").touch()
 
-    run = _ended(stack, run_id)
+    run = router_ended(stack, run_id)
 
     assert run["status"] == "done"
     started = _started_in(stack, "router-turn")
@@ -297,7 +281,7 @@ def test_the_model_requests_of_a_lost_turn_count_against_the_budgets(
     stack.workers.remove(worker)
     (stack.marks / "lost-usage.release").touch()
 
-    run = _ended(stack, run_id)
+    run = router_ended(stack, run_id)
 
     assert (run["status"], run["outcome"]["stopped_by"]) == ("incomplete", "budget:max_tokens")
     state = run["outcome"]["state"]
@@ -318,7 +302,7 @@ def test_a_cancel_cancels_the_workflow_and_the_call_in_flight(stack: Stack, fake
     cancel = stack.post(f"/runs/{run_id}/cancel", {})
 
     assert cancel.status_code in (200, 202), cancel.text
-    run = _ended(stack, run_id)
+    run = router_ended(stack, run_id)
     assert run["status"] == "cancelled"
     receipts = stack.receipts(run_id)
     # As in local mode: the call was running, so it may have taken effect.
@@ -341,7 +325,7 @@ def test_a_run_that_may_call_a_non_idempotent_tool_ends_interrupted_when_its_wor
     stack.workers.remove(worker)
     (stack.marks / "once.release").touch()
 
-    run = _ended(stack, run_id)
+    run = router_ended(stack, run_id)
 
     assert run["status"] == "interrupted"
     assert _started_in(stack, "once") == [killed]  # never run a second time
@@ -373,7 +357,7 @@ def test_a_run_goes_on_when_the_api_process_is_killed(stack: Stack, fake: FakeLL
     (stack.marks / "api-killed.release").touch()
 
     stack.serve()  # a new API process; its start marks stopped processes' runs interrupted
-    run = _ended(stack, run_id)
+    run = router_ended(stack, run_id)
 
     assert run["status"] == "done"
     assert [r["status"] for r in stack.receipts(run_id)] == ["succeeded"]
@@ -394,7 +378,7 @@ def test_a_cancel_reaches_the_workflow_from_another_api_process(
     cancel = stack.post(f"/runs/{run_id}/cancel", {})
 
     assert cancel.status_code in (200, 202), cancel.text
-    assert _ended(stack, run_id)["status"] == "cancelled"
+    assert router_ended(stack, run_id)["status"] == "cancelled"
 
 
 def test_a_waiting_run_is_cancelled_and_its_workflow_ends(stack: Stack, fake: FakeLLM) -> None:
@@ -404,7 +388,7 @@ def test_a_waiting_run_is_cancelled_and_its_workflow_ends(stack: Stack, fake: Fa
 
     assert cancel.status_code == 200, cancel.text
     assert cancel.json()["status"] == "cancelled"
-    assert _ended(stack, body["run_id"])["status"] == "cancelled"
+    assert router_ended(stack, body["run_id"])["status"] == "cancelled"
     assert stack.workflow_status(body["run_id"]) == "CANCELED"
     assert stack.receipts(body["run_id"]) == []
 
@@ -425,7 +409,7 @@ def test_a_decision_after_serve_and_every_worker_were_killed_resumes_the_run(
     decided = _decide(stack, body, approve=True)
 
     assert decided.status_code == 202, decided.text
-    assert _ended(stack, body["run_id"])["status"] == "done"
+    assert router_ended(stack, body["run_id"])["status"] == "done"
     (receipt,) = stack.receipts(body["run_id"])
     assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
     stack.start_worker()

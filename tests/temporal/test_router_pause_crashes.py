@@ -24,39 +24,30 @@ from app.temporal.confirmation_messages import RESUME, Settlement
 from app.temporal.converter import DATA_CONVERTER
 from app.temporal.handles import workflow_id
 from app.temporal.router_messages import ROUTER_LOST
-from tests.support.fake_llm import FakeLLM, openai_calls, openai_text, profiles_yaml, serve
+from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 from tests.support.processes import ToolloopProcess
 from tests.support.waiting import wait_for_sync
-from tests.temporal.conftest import Stack, open_stack
+from tests.temporal.conftest import Stack
+from tests.temporal.router_stack import open_router_stack, router_ended, scripted, served_model
 
 pytestmark = pytest.mark.postgres
-
-ROUTER_ENDED = ("done", "incomplete", "error", "cancelled", "interrupted")
 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[tuple[FakeLLM, str]]:
-    fake = FakeLLM()
-    with serve(fake) as base_url:
-        yield fake, base_url
+    yield from served_model()
 
 
 @pytest.fixture(scope="module")
 def stack(stack_env: tuple[Path, dict[str, str]], model: tuple[FakeLLM, str]) -> Iterator[Stack]:
-    workdir, env = stack_env
-    profiles = workdir / "profiles.yml"
-    profiles.write_text(profiles_yaml(model[1]))
-    env = {**env, "TOOLLOOP_PROFILES": str(profiles), "TOOLLOOP_LLM_MAX_ATTEMPTS": "1"}
-    stack = open_stack(workdir, env, workers=2)
+    stack = open_router_stack(*stack_env, model[1])
     yield stack
     stack.close()
 
 
 @pytest.fixture
 def fake(model: tuple[FakeLLM, str]) -> Iterator[FakeLLM]:
-    fake = model[0]
-    yield fake
-    assert fake.remaining == 0, "the run did not ask for every scripted reply"
+    yield from scripted(model[0])
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
@@ -68,14 +59,6 @@ def _body(**overrides: Any) -> dict[str, Any]:
         "final_profile": "final-local",
         "allowed_tools": ["echo", "approved"],
     } | overrides
-
-
-def _ended(stack: Stack, run_id: str) -> dict[str, Any]:
-    def ended() -> dict[str, Any] | None:
-        view: dict[str, Any] = stack.get(f"/runs/{run_id}").json()
-        return view if view["status"] in ROUTER_ENDED else None
-
-    return wait_for_sync(ended, f"router run {run_id} ended", bound_s=120, every_s=0.1)
 
 
 def _started(stack: Stack, body: dict[str, Any]) -> str:
@@ -205,7 +188,7 @@ def test_a_decision_committed_without_its_resume_update_resumes_the_run(
     asyncio.run(_decide_without_resuming(stack.env, run_id, body["pending"][0]["confirmation_id"]))
 
     stack.serve()
-    assert _ended(stack, run_id)["status"] == "done"
+    assert router_ended(stack, run_id)["status"] == "done"
     (receipt,) = stack.receipts(run_id)
     assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
     assert receipt["output"] == {"text": "publish me", "secret": None}
@@ -232,7 +215,7 @@ def test_a_second_resume_update_does_not_decide_the_next_pause(stack: Stack, fak
     assert _waiting(stack, run_id, decided=(first,)) == second
     fake.script(openai_text("enough"), openai_text("Both are published."))
     _approve(stack, run_id, second)
-    assert _ended(stack, run_id)["status"] == "done"
+    assert router_ended(stack, run_id)["status"] == "done"
     receipts = stack.receipts(run_id)
     assert [(r["tool"], r["status"], r["output"]["text"]) for r in receipts] == [
         ("approved", "succeeded", "first"),
@@ -257,7 +240,7 @@ def test_a_turn_lost_after_it_paused_the_run_is_not_asked_again(
 
     stack.start_worker()
 
-    assert _ended(stack, run_id)["status"] == "done"
+    assert router_ended(stack, run_id)["status"] == "done"
     assert len(fake.requests) - asked == 3  # the paused turn's, then the next two
     (receipt,) = stack.receipts(run_id)
     assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
@@ -284,7 +267,7 @@ def test_a_run_that_may_not_run_again_waits_for_the_decision_of_its_lost_turn_s_
     assert stack.workflow_status(run_id) == "RUNNING"
     fake.script(openai_text("published"), openai_text("It is published."))
     _approve(stack, run_id, _waiting(stack, run_id))
-    assert _ended(stack, run_id)["status"] == "done"
+    assert router_ended(stack, run_id)["status"] == "done"
     (receipt,) = stack.receipts(run_id)
     assert (receipt["tool"], receipt["status"]) == ("approved", "succeeded")
     assert _kept(stack, run_id) == ([None], False)
