@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import _scratch_postgres_database
 from tests.live_server import REPO, ServerProcess
+from tests.support.fake_llm import FakeLLM, serve
 from tests.support.temporal import WorkerProcess, require_temporal, temporal_dev_server
 from tests.support.waiting import wait_for_sync
 from tests.temporal.registry import write_registry
@@ -158,3 +159,19 @@ def open_stack(workdir: Path, env: dict[str, str], workers: int) -> Stack:
         stack.close()
         raise
     return stack
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[tuple[FakeLLM, str]]:
+    """The scripted model of a router module's tests, served on 127.0.0.1, and its URL."""
+    fake = FakeLLM()
+    with serve(fake) as base_url:
+        yield fake, base_url
+
+
+@pytest.fixture
+def fake(model: tuple[FakeLLM, str]) -> Iterator[FakeLLM]:
+    """The model for one test, which must ask for every reply it scripted."""
+    fake = model[0]
+    yield fake
+    assert fake.remaining == 0, "the run did not ask for every scripted reply"

@@ -28,14 +28,9 @@ from tests.support.fake_llm import FakeLLM, openai_calls, openai_text
 from tests.support.processes import ToolloopProcess
 from tests.support.waiting import wait_for_sync
 from tests.temporal.conftest import Stack
-from tests.temporal.router_stack import open_router_stack, router_ended, scripted, served_model
+from tests.temporal.router_stack import open_router_stack, router_ended
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[tuple[FakeLLM, str]]:
-    yield from served_model()
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +38,6 @@ def stack(stack_env: tuple[Path, dict[str, str]], model: tuple[FakeLLM, str]) ->
     stack = open_router_stack(*stack_env, model[1])
     yield stack
     stack.close()
-
-
-@pytest.fixture
-def fake(model: tuple[FakeLLM, str]) -> Iterator[FakeLLM]:
-    yield from scripted(model[0])
 
 
 def _body(**overrides: Any) -> dict[str, Any]:
